@@ -1,0 +1,87 @@
+"""The one error tree of the project.
+
+Every error the framework raises on purpose derives from :class:`FrameworkError`
+and knows its exit code; only the CLI turns errors into exit codes, library code
+never calls ``sys.exit``::
+
+    FrameworkError                    exit 1  unexpected but anticipated failure
+    +-- UsageError                    exit 2  bad call or configuration (a human fixes it)
+    |   +-- SpecError                 exit 2  invalid job spec: ``file:line:col: what; expected what``
+    |   +-- JobNotFound               exit 2  no ``projects/<job>/job.yaml`` of that name
+    |   +-- WorkspaceError            exit 2  workspace missing, unreadable or of another schema
+    +-- Checkpoint                    exit 3  benign stop: run again later
+    |   +-- LockHeld                  exit 3  another process holds the workspace/shipper lock
+    +-- Halted                        exit 4  a breaker tripped: a human must look
+
+Plugins derive their own errors from these classes so the CLI maps them the same way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+EXIT_OK = 0
+EXIT_FAILURE = 1
+EXIT_USAGE = 2
+EXIT_CHECKPOINT = 3
+EXIT_HALTED = 4
+
+
+class FrameworkError(Exception):
+    """Base of every error the framework raises on purpose."""
+
+    exit_code: int = EXIT_FAILURE
+
+
+class UsageError(FrameworkError):
+    """A bad call or configuration: a human fixes the call."""
+
+    exit_code = EXIT_USAGE
+
+
+@dataclass(frozen=True)
+class SpecProblem:
+    """One problem in a spec file, located to the character."""
+
+    file: str
+    line: int  # 1-based
+    col: int  # 1-based
+    what: str
+    expected: str = ""
+
+    def __str__(self) -> str:
+        tail = f"; expected {self.expected}" if self.expected else ""
+        return f"{self.file}:{self.line}:{self.col}: {self.what}{tail}"
+
+
+class SpecError(UsageError):
+    """An invalid job spec. Carries every problem found, each with file:line:col."""
+
+    def __init__(self, problems: Sequence[SpecProblem]) -> None:
+        self.problems = list(problems)
+        super().__init__("\n".join(str(p) for p in self.problems))
+
+
+class JobNotFound(UsageError):
+    """No job of that name under the projects folder."""
+
+
+class WorkspaceError(UsageError):
+    """The workspace is missing, unreadable, or written by an incompatible schema."""
+
+
+class Checkpoint(FrameworkError):
+    """A benign stop (rate limited, a cap reached, interrupted): run again later."""
+
+    exit_code = EXIT_CHECKPOINT
+
+
+class LockHeld(Checkpoint):
+    """Another process holds the lock; this one leaves without touching anything."""
+
+
+class Halted(FrameworkError):
+    """A breaker tripped (auth refused, error rate over threshold): a human must look."""
+
+    exit_code = EXIT_HALTED

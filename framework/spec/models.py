@@ -1,0 +1,395 @@
+"""Typed models of a job spec: the contract between YAML and the spider.
+
+These models own the *shape* of a spec: every key, its type, its default. They forbid
+unknown keys. Cross-field checks (selectors compile, templates name known fields,
+page kinds named by ``to:`` exist) live in :mod:`framework.spec.validate`; turning YAML
+into these models with ``file:line:col`` errors lives in :mod:`framework.spec.load`.
+Nothing here does I/O.
+
+Two ways to write pages:
+
+* the short form, ``list:`` and ``detail:``, for the common list -> detail -> sub-tabs
+  job; :func:`JobSpec.page_kinds` expands it into the general form;
+* the general form, ``pages:``, named page kinds that chain to any depth through
+  ``follow`` rules (``to: <kind>``) and pagination.
+"""
+
+from __future__ import annotations
+
+import re
+from enum import StrEnum
+from typing import Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    field_validator,
+    model_validator,
+)
+
+SCHEMA_VERSION = 1
+
+# The canonical prefix of every dedupe key: lowercase, no separator that could collide.
+SOURCE_TYPE_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
+JOB_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
+KIND_NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
+
+# Which keys of a field are *sources*; their order as written is the fallback order.
+SOURCE_KEYS = ("css", "xpath", "json", "re", "url", "embedded", "count", "const")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+class ValueType(StrEnum):
+    STRING = "string"
+    INTEGER = "integer"
+    NUMBER = "number"
+    BOOLEAN = "boolean"
+    DATE = "date"
+    DATETIME = "datetime"
+    URL = "url"
+
+
+class Render(StrEnum):
+    HTTP = "http"
+    PLAYWRIGHT = "playwright"
+
+
+class Format(StrEnum):
+    HTML = "html"
+    JSON = "json"
+
+
+class Embedded(_Strict):
+    """JSON embedded in the page (usually a ``<script>``): a regex whose group 1 (or
+    group ``json``) is a JSON document, then a JSON path into it."""
+
+    re: str
+    path: str = "$"
+
+
+class Replace(_Strict):
+    """A regex substitution applied after whitespace normalisation."""
+
+    pattern: str
+    to: str = ""
+
+
+class Source(_Strict):
+    """One way to find a value. A field has one or more, tried in order."""
+
+    kind: Literal["css", "xpath", "json", "re", "url", "embedded", "count", "const"]
+    # css/xpath/json/re/url/count: the expression; embedded: an Embedded; const: any value
+    expr: Any
+
+
+class FieldSpec(_Strict):
+    """One field of a record.
+
+    Written in YAML either as a bare string (a CSS selector) or as a mapping with one
+    or more *source* keys (``css``, ``xpath``, ``json``, ``re``, ``url``, ``embedded``,
+    ``count``, ``const``), each a string or a list of fallbacks. Sources are tried in the
+    order written; the first that yields a value wins, and a fallback that is not the
+    first is reported (the layout changed). ``fields`` + ``each`` make a nested group of
+    repeated rows (a table becomes a list of records).
+    """
+
+    sources: tuple[Source, ...] = ()
+    type: ValueType = ValueType.STRING
+    many: bool = False  # a list of values instead of the first one
+    required: bool = False
+    default: Any = None
+    # normalisation (strings, before type conversion)
+    strip: bool = True
+    collapse: bool = True  # runs of whitespace -> one space
+    lowercase: bool = False
+    replace: tuple[Replace, ...] = ()
+    # type details
+    date_format: str | None = Field(default=None, alias="format")
+    absolute: bool = True  # url: resolve against the page URL
+    min: float | None = None
+    max: float | None = None
+    # nested group of repeated rows
+    each: str | None = None
+    fields: dict[str, FieldSpec] | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _gather_sources(cls, data: Any) -> Any:
+        if isinstance(data, str):
+            return {"sources": [{"kind": "css", "expr": data}]}
+        if not isinstance(data, dict) or "sources" in data:
+            return data
+        out: dict[str, Any] = {}
+        sources: list[dict[str, Any]] = []
+        for key, value in data.items():  # YAML mapping order is the fallback order
+            if key in SOURCE_KEYS:
+                if key in ("embedded", "const") or not isinstance(value, list):
+                    sources.append({"kind": key, "expr": value})
+                else:
+                    sources.extend({"kind": key, "expr": v} for v in value)
+            else:
+                out[key] = value
+        out["sources"] = sources
+        return out
+
+    @model_validator(mode="after")
+    def _check(self) -> FieldSpec:
+        if self.fields is not None:
+            if self.each is None:
+                raise ValueError("a nested group needs `each` (which elements are its rows)")
+        elif not self.sources and self.default is None:
+            raise ValueError(
+                "a field needs a source (css, xpath, json, re, url, embedded, count or const)"
+            )
+        return self
+
+
+class FollowRule(_Strict):
+    """Links on a page (or in a record) that lead to pages of another kind."""
+
+    css: str | None = None
+    xpath: str | None = None
+    pattern: str | None = None  # a regex over every link's absolute URL
+    to: str
+
+    @model_validator(mode="after")
+    def _one_selector(self) -> FollowRule:
+        given = [k for k in ("css", "xpath", "pattern") if getattr(self, k) is not None]
+        if len(given) != 1:
+            raise ValueError("a follow rule takes exactly one of css, xpath or pattern")
+        return self
+
+
+class StopWhen(_Strict):
+    """When number/offset pagination stops (besides ``max_pages``)."""
+
+    empty: bool = True  # the page has no records
+    json_path: str | None = Field(default=None, alias="json")  # a JSON path whose value ...
+    equals: Any = False  # ... equal to this means "no more"
+
+
+class Pagination(_Strict):
+    """Next pages: a link (``next``), or a query parameter incremented until a stop."""
+
+    next: str | None = None  # css (or xpath starting with / or ( ) of the next link
+    param: str | None = None  # query parameter carrying the page number or offset
+    start: int = 1
+    step: int = 1
+    max_pages: int | None = Field(default=None, ge=1)
+    stop: StopWhen = StopWhen()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _short(cls, data: Any) -> Any:
+        if isinstance(data, str):
+            return {"next": data}
+        return data
+
+    @model_validator(mode="after")
+    def _one_way(self) -> Pagination:
+        if (self.next is None) == (self.param is None):
+            raise ValueError("pagination takes exactly one of `next` (a link) or `param`")
+        return self
+
+
+class Body(_Strict):
+    """A request body template: a form (url-encoded) or a JSON document."""
+
+    form: dict[str, str] | None = None
+    json_body: Any = Field(default=None, alias="json")
+
+    @model_validator(mode="after")
+    def _one(self) -> Body:
+        if (self.form is None) == (self.json_body is None):
+            raise ValueError("a body takes exactly one of `form` or `json`")
+        return self
+
+
+class SubtabSpec(_Strict):
+    """An extra request per record (an AJAX tab). Its data lands in the record under
+    the tab's name: a list of rows when ``each`` is given, else a mapping of fields."""
+
+    url: str  # template over the record: "/cases/{id}/tab/rulings"
+    method: Literal["GET", "POST"] = "GET"
+    body: Body | None = None
+    format: Format = Format.HTML
+    each: str | None = None  # rows: css/xpath for html, a JSON path for json
+    fields: dict[str, FieldSpec] = {}
+    required: bool = True  # the record is complete only when this tab is ok
+
+    @model_validator(mode="after")
+    def _check(self) -> SubtabSpec:
+        if self.body is not None and self.method == "GET":
+            raise ValueError("a body needs `method: POST`")
+        if self.each is None and not self.fields:
+            raise ValueError("a sub-tab needs `each` (rows) or `fields`")
+        return self
+
+
+class PageKind(_Strict):
+    """One kind of page: its records, fields, follow rules, pagination and sub-tabs.
+
+    A kind whose records have an ``id`` emits items. Without ``each`` the whole page is
+    one record. Fields of a record that follows to another kind are carried into the
+    records found there (detail values win).
+    """
+
+    format: Format = Format.HTML
+    render: Render | None = None  # None: the job's render
+    each: str | None = None  # records on the page (css, xpath, or a JSON path for json)
+    id: FieldSpec | None = None  # -> source_id; required when present
+    fields: dict[str, FieldSpec] = {}
+    follow: tuple[FollowRule, ...] = ()
+    pagination: Pagination | None = None
+    subtabs: dict[str, SubtabSpec] = {}
+
+    @field_validator("follow", mode="before")
+    @classmethod
+    def _follow_list(cls, value: Any) -> Any:
+        if isinstance(value, dict):
+            return [value]
+        return value
+
+    @property
+    def emits(self) -> bool:
+        return self.id is not None
+
+
+class ListShort(_Strict):
+    """Short form of a list page: ``each`` row, ``follow`` link to the detail page,
+    ``next`` link to the next list page, and fields taken from the row itself."""
+
+    each: str | None = None
+    follow: str | None = None  # a css/xpath selector for the detail link, within the row
+    next: str | Pagination | None = None
+    id: FieldSpec | None = None
+    fields: dict[str, FieldSpec] = {}
+    format: Format = Format.HTML
+    render: Render | None = None
+
+
+class DetailShort(_Strict):
+    id: FieldSpec
+    fields: dict[str, FieldSpec] = {}
+    subtabs: dict[str, SubtabSpec] = {}
+    format: Format = Format.HTML
+    render: Render | None = None
+
+
+class KeySpec(_Strict):
+    """How the dedupe key is built: a template over the record, normalised."""
+
+    template: str = "{source_type}:{source_id}"
+    lowercase: bool = False  # lowercase the id part (ids that are case-insensitive)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _short(cls, data: Any) -> Any:
+        if isinstance(data, str):
+            return {"template": data}
+        return data
+
+
+class ShipSettings(_Strict):
+    """Defaults for `framework ship` (flags win)."""
+
+    endpoint: str | None = None
+    token_env: str | None = None
+    batch_size: int | None = Field(default=None, ge=1)
+    fallback_path: str | None = None
+
+
+class JobSpec(_Strict):
+    """A whole job, as written in ``projects/<job>/job.yaml``."""
+
+    name: str
+    source_type: str
+    start_urls: tuple[str, ...] = Field(min_length=1)
+    start: str | None = None  # the page kind start URLs are; default: `list` or the first kind
+    allowed_domains: tuple[str, ...] | None = None
+    render: Render = Render.HTTP
+    max_attempts: int = Field(default=3, ge=1, le=100)
+    key: KeySpec = KeySpec()
+    list_: ListShort | None = Field(default=None, alias="list")
+    detail: DetailShort | None = None
+    pages: dict[str, PageKind] = {}
+    settings: dict[str, Any] = {}
+    ship: ShipSettings = ShipSettings()
+    description: str | None = None
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        if not JOB_NAME_RE.match(value):
+            raise ValueError("a job name is letters, digits, '_' or '-' (at most 64)")
+        return value
+
+    @field_validator("source_type")
+    @classmethod
+    def _source_type(cls, value: str) -> str:
+        if not SOURCE_TYPE_RE.match(value):
+            raise ValueError("a source_type is lowercase letters, digits, '.', '_' or '-'")
+        return value
+
+    @model_validator(mode="after")
+    def _forms(self) -> JobSpec:
+        short = self.list_ is not None or self.detail is not None
+        if short and self.pages:
+            raise ValueError("write pages either as `list`/`detail` or as `pages`, not both")
+        if not short and not self.pages:
+            raise ValueError("a job needs pages: `list` and/or `detail`, or `pages`")
+        return self
+
+    def page_kinds(self) -> dict[str, PageKind]:
+        """The general form of this spec's pages (expanding `list`/`detail`)."""
+        if self.pages:
+            return dict(self.pages)
+        kinds: dict[str, PageKind] = {}
+        if self.list_ is not None:
+            lst = self.list_
+            follow: tuple[FollowRule, ...] = ()
+            if lst.follow is not None:
+                sel = lst.follow
+                rule = (
+                    FollowRule(xpath=sel, to="detail")
+                    if _looks_like_xpath(sel)
+                    else FollowRule(css=sel, to="detail")
+                )
+                follow = (rule,)
+            pagination: Pagination | None
+            if isinstance(lst.next, str):
+                pagination = Pagination(next=lst.next)
+            else:
+                pagination = lst.next
+            kinds["list"] = PageKind(
+                format=lst.format,
+                render=lst.render,
+                each=lst.each,
+                id=lst.id,
+                fields=lst.fields,
+                follow=follow,
+                pagination=pagination,
+            )
+        if self.detail is not None:
+            d = self.detail
+            kinds["detail"] = PageKind(
+                format=d.format, render=d.render, id=d.id, fields=d.fields, subtabs=d.subtabs
+            )
+        return kinds
+
+    def start_kind(self) -> str:
+        kinds = self.page_kinds()
+        if self.start is not None:
+            return self.start
+        if "list" in kinds:
+            return "list"
+        return next(iter(kinds))
+
+
+def _looks_like_xpath(selector: str) -> bool:
+    return selector.startswith(("/", "(", "./"))
+

@@ -1,0 +1,162 @@
+"""Small typed records that cross the workspace boundary.
+
+The workspace stores three things: queue rows (one per list page, detail page and
+sub-tab request), the attempts made on them, and items (one per dedupe key). These
+dataclasses are what the crawl runtime hands to a store and what readers (status,
+ship) get back. They carry no behaviour beyond their own canonical forms.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+SCHEMA_VERSION = 1
+
+
+class RowStatus(StrEnum):
+    PENDING = "pending"
+    OK = "ok"
+    ERROR = "error"
+
+
+class ErrorKind(StrEnum):
+    """Typed failure notes. ``retryable`` says whether another attempt may help."""
+
+    DNS = "dns"
+    CONNECT = "connect"
+    TIMEOUT = "timeout"
+    HTTP_4XX = "http_4xx"
+    HTTP_5XX = "http_5xx"
+    RATE_LIMITED = "rate_limited"
+    PARSE = "parse"
+    VALIDATION = "validation"
+    OTHER = "other"
+
+    @property
+    def retryable(self) -> bool:
+        # A 4xx (other than 429, which is RATE_LIMITED) or a page that does not hold the
+        # data we expect will not change by asking again in the same run; the attempt
+        # budget still lets `requeue` bring them back on purpose.
+        return self not in (ErrorKind.HTTP_4XX, ErrorKind.VALIDATION, ErrorKind.PARSE)
+
+
+def canonical_json(value: Any) -> str:
+    """The one serialisation used for hashing: sorted keys, no spaces, UTF-8 kept."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def content_hash(data: Mapping[str, Any]) -> str:
+    """sha256 of the canonical JSON of an item's data (``sha256:<hex>``)."""
+    return "sha256:" + hashlib.sha256(canonical_json(data).encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class NewRow:
+    """A request discovered by a page (or a start URL), not yet in the store.
+
+    ``context`` is what the request needs to be rebuilt after a restart and to finish
+    its record: carried fields from a list row, the item key and tab name of a
+    sub-tab, the pagination counter. It must never hold secrets.
+    """
+
+    kind: str  # page kind ("list", "detail") or "<kind>.<tab>" for a sub-tab
+    url: str
+    method: str = "GET"
+    body: str | None = None
+    body_type: str | None = None  # "form" | "json" when body is set
+    parent_id: int | None = None
+    context: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def fingerprint(self) -> str:
+        """Row identity: the same kind, method, URL and body is the same row."""
+        raw = "\x1f".join((self.kind, self.method.upper(), self.url, self.body or ""))
+        return hashlib.sha1(raw.encode("utf-8"), usedforsecurity=False).hexdigest()
+
+
+@dataclass(frozen=True)
+class Row:
+    id: int
+    kind: str
+    url: str
+    method: str
+    body: str | None
+    body_type: str | None
+    parent_id: int | None
+    status: RowStatus
+    attempts: int
+    retryable: bool
+    last_error_kind: ErrorKind | None
+    last_error: str | None
+    last_http_status: int | None
+    context: Mapping[str, Any]
+    created_at: str
+    updated_at: str
+
+
+@dataclass(frozen=True)
+class ItemWrite:
+    """An item produced by a page. ``complete`` is False while sub-tabs are pending."""
+
+    dedupe_key: str
+    source_type: str
+    source_id: str
+    data: Mapping[str, Any]
+    complete: bool = True
+
+
+@dataclass(frozen=True)
+class PartWrite:
+    """Sub-tab data merged into an existing item under ``name``."""
+
+    dedupe_key: str
+    name: str
+    value: Any
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """Everything one response produced; a store commits it in ONE transaction.
+
+    ``ok=False`` records a failed attempt (typed error); the row stays retryable while
+    its attempts are under the budget and ``retryable`` holds.
+    """
+
+    row_id: int
+    ok: bool
+    http_status: int | None = None
+    error_kind: ErrorKind | None = None
+    error: str | None = None
+    retryable: bool = True
+    new_rows: Sequence[NewRow] = ()
+    items: Sequence[ItemWrite] = ()
+    parts: Sequence[PartWrite] = ()
+
+
+@dataclass(frozen=True)
+class CommitResult:
+    status: RowStatus
+    attempt: int  # the attempt number just recorded (1-based)
+    inserted: Sequence[Row] = ()  # rows that did not exist before: schedule these
+    items_new: int = 0
+    items_changed: int = 0
+    items_unchanged: int = 0
+    completed: Sequence[str] = ()  # dedupe keys that became complete in this commit
+
+
+@dataclass(frozen=True)
+class StoredItem:
+    dedupe_key: str
+    source_type: str
+    source_id: str
+    data: Mapping[str, Any]
+    content_hash: str
+    first_scraped: str
+    last_scraped: str
+    complete: bool
+    row_id: int | None

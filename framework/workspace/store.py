@@ -1,0 +1,105 @@
+"""The storage contract of a workspace.
+
+A :class:`Store` keeps queue rows, their attempts and items. The embedded backend is
+SQLite in WAL mode (:mod:`framework.workspace.sqlite`); a shared database can back the
+same contract later. Rules every backend keeps:
+
+* :meth:`Store.commit` is ONE transaction: the row's outcome, the rows it discovered
+  and the items (and item parts) it produced become visible together or not at all.
+  A crash at any instant leaves either the state before or the state after.
+* Rows are unique by :attr:`NewRow.fingerprint`; inserting a known row is a no-op and
+  the row is not returned as ``inserted`` (so nothing is fetched twice).
+* Items are unique by dedupe key. Writing identical content changes nothing (not even
+  ``last_scraped``); different content replaces data and ``content_hash``.
+  ``complete`` is recomputed from the rows (the item's row ok and all its required
+  sub-tab rows ok), never incremented.
+* Readers stream: no method loads a whole table into memory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from framework.workspace.records import (
+    CommitResult,
+    NewRow,
+    Outcome,
+    Row,
+    RowStatus,
+    StoredItem,
+)
+
+
+@dataclass(frozen=True)
+class RequeueFilter:
+    """Which rows `requeue` puts back to pending. All given conditions must hold."""
+
+    errors: bool = False  # rows in status error
+    exhausted: bool = False  # error rows whose attempts reached the budget
+    kind: str | None = None
+    url_contains: str | None = None
+
+
+class Store(Protocol):
+    # lifecycle ---------------------------------------------------------------
+    def close(self) -> None: ...
+
+    def get_meta(self, key: str) -> str | None: ...
+
+    def set_meta(self, key: str, value: str) -> None: ...
+
+    # queue -------------------------------------------------------------------
+    def seed(self, rows: Sequence[NewRow]) -> list[Row]:
+        """Insert start rows; return those that were new."""
+        ...
+
+    def resumable(self, max_attempts: int) -> Iterator[Row]:
+        """Stream every pending row, and every error row that is retryable with
+        attempts < max_attempts, oldest first. Costs O(rows returned), not O(table):
+        backed by an index on status."""
+        ...
+
+    def commit(self, outcome: Outcome) -> CommitResult: ...
+
+    def get_row(self, row_id: int) -> Row | None: ...
+
+    def requeue(self, which: RequeueFilter, max_attempts: int) -> int:
+        """Put matching rows back to pending (attempt history kept); return the count."""
+        ...
+
+    def reset_rows(self) -> None:
+        """Forget every row and attempt (items stay): a fresh run over the same items."""
+        ...
+
+    # reading -----------------------------------------------------------------
+    def row_counts(self) -> dict[str, dict[RowStatus, int]]:
+        """{kind: {status: count}}."""
+        ...
+
+    def iter_rows(
+        self, status: RowStatus | None = None, kind: str | None = None
+    ) -> Iterator[Row]: ...
+
+    def attempts(self, row_id: int) -> list[Mapping[str, Any]]: ...
+
+    def misbehaving(self, limit: int = 10) -> list[Row]:
+        """Rows with at least one failed attempt, worst first (errors, then attempts)."""
+        ...
+
+    def item_counts(self) -> dict[str, int]:
+        """{"complete": n, "incomplete": m}."""
+        ...
+
+    def iter_items(
+        self,
+        complete_only: bool = True,
+        after: str | None = None,
+        only: Sequence[str] | None = None,
+    ) -> Iterator[StoredItem]:
+        """Items in dedupe-key order, streamed in bounded chunks (keyset pagination).
+        ``after`` resumes after that key; ``only`` restricts to those keys."""
+        ...
+
+    def get_item(self, dedupe_key: str) -> StoredItem | None: ...

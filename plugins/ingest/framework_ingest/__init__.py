@@ -1,0 +1,1 @@
+"""The reference ingest endpoint: the one door through which harvested data enters."""

@@ -1,0 +1,1 @@
+"""`framework ship`: deliver a workspace's items through the one ingest endpoint."""
