@@ -65,6 +65,11 @@ class Store(Protocol):
 
     def get_row(self, row_id: int) -> Row | None: ...
 
+    def max_row_id(self) -> int:
+        """The highest row id (0 when empty): rows above it at a run's start were
+        discovered by that run."""
+        ...
+
     def requeue(self, which: RequeueFilter, max_attempts: int) -> int:
         """Put matching rows back to pending (attempt history kept); return the count."""
         ...

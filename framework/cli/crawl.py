@@ -1,0 +1,68 @@
+"""`framework crawl <job>`: the same spider as `scrapy crawl`, with the contract's exit codes."""
+
+from __future__ import annotations
+
+import click
+
+from framework.errors import UsageError
+from framework.project import find_root, resolve_job
+
+
+def _setting(values: tuple[str, ...]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for raw in values:
+        name, sep, value = raw.partition("=")
+        if not sep or not name:
+            raise UsageError(f"-s expects NAME=VALUE, got {raw!r}")
+        out[name] = value
+    return out
+
+
+@click.command()
+@click.argument("job")
+@click.option("--workspace", type=click.Path(file_okay=False), help="workspace folder (JOBDIR)")
+@click.option("--fresh", is_flag=True, help="forget the rows (items stay) and start over")
+@click.option("--max-requests", type=click.IntRange(min=1), help="stop after N requests (exit 3)")
+@click.option("--stop-on-429", is_flag=True, help="stop at the first 429 (exit 3)")
+@click.option(
+    "-s", "--set", "settings", multiple=True, metavar="NAME=VALUE", help="a Scrapy setting"
+)
+@click.option("-o", "--output", multiple=True, metavar="FILE", help="also write items to a feed")
+@click.option("-L", "--loglevel", default=None, help="log level (default INFO)")
+def crawl(
+    job: str,
+    workspace: str | None,
+    fresh: bool,
+    max_requests: int | None,
+    stop_on_429: bool,
+    settings: tuple[str, ...],
+    output: tuple[str, ...],
+    loglevel: str | None,
+) -> int:
+    """Crawl JOB (a job name or a path to its job.yaml), resuming its workspace.
+
+    Exit 0 when drained (every row ok), 3 on a checkpoint (rate-limited, --max-requests,
+    interrupted: run again later), 4 when a breaker halted it or rows ended in error
+    (a human must look), 2 on usage or spec errors.
+    """
+    from framework.crawl.process import run_crawl, verdict
+
+    root = find_root()
+    spec_path = resolve_job(job, root)
+    overrides: dict[str, object] = dict(_setting(settings))
+    if workspace:
+        overrides["JOBDIR"] = workspace
+    if max_requests:
+        overrides["FRAMEWORK_MAX_REQUESTS"] = max_requests
+    if stop_on_429:
+        overrides["FRAMEWORK_STOP_ON_429"] = True
+    if loglevel:
+        overrides["LOG_LEVEL"] = loglevel.upper()
+    result = run_crawl(spec_path, root, overrides=overrides, output=output, fresh=fresh)
+    click.echo(
+        f"{result.job}: {result.reason}; rows {result.rows}; items {result.items}; "
+        f"workspace {result.workspace}",
+        err=True,
+    )
+    verdict(result)
+    return 0

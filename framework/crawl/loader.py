@@ -1,0 +1,68 @@
+"""Scrapy's spider loader for job specs: ``scrapy list`` and ``scrapy crawl <job>``.
+
+Set as ``SPIDER_LOADER_CLASS`` by :mod:`framework.scrapy_settings` (which scrapy.cfg
+names). It finds every ``projects/*/job.yaml`` under the project root, and builds a
+spider class from a spec only when that job is loaded, so one broken spec does not
+break ``scrapy crawl`` of another job.
+"""
+
+from __future__ import annotations
+
+import builtins
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, NoReturn
+
+from framework.crawl.spider import JobSpider, spider_class
+from framework.errors import FrameworkError
+from framework.project import find_root, job_files
+from framework.spec import load_spec
+
+if TYPE_CHECKING:
+    from typing import Self
+
+    from scrapy import Request
+    from scrapy.settings import BaseSettings
+
+
+class JobSpiderLoader:
+    def __init__(self, root: Path, workspace_root: Path) -> None:
+        self.root = root
+        self.workspace_root = workspace_root
+        self._files = job_files(root)
+        self._loaded: dict[str, type[JobSpider]] = {}
+
+    @classmethod
+    def from_settings(cls, settings: BaseSettings) -> Self:
+        root = Path(settings.get("FRAMEWORK_ROOT") or find_root())
+        workspaces = Path(settings.get("FRAMEWORK_WORKSPACES") or root / "var")
+        try:
+            return cls(root, workspaces)
+        except FrameworkError as exc:
+            _die(exc)
+
+    def load(self, spider_name: str) -> type[JobSpider]:
+        if spider_name in self._loaded:
+            return self._loaded[spider_name]
+        path = self._files.get(spider_name)
+        if path is None:
+            raise KeyError(f"Spider not found: {spider_name}")
+        try:
+            cls = spider_class(load_spec(path), path, self.workspace_root)
+        except FrameworkError as exc:
+            _die(exc)
+        self._loaded[spider_name] = cls
+        return cls
+
+    def list(self) -> list[str]:
+        return sorted(self._files)
+
+    def find_by_request(self, request: Request) -> builtins.list[str]:
+        return []
+
+
+def _die(exc: FrameworkError) -> NoReturn:
+    # `scrapy crawl` is a command line we do not own; this is its one door for our
+    # errors: the message (file:line:col for specs) and the exit code, no traceback.
+    print(str(exc), file=sys.stderr)
+    raise SystemExit(exc.exit_code)

@@ -1,0 +1,504 @@
+"""The crawl's bookkeeping: responses in, one committed outcome per response out.
+
+For every response (or download failure) the runtime builds ONE
+:class:`~framework.workspace.records.Outcome` (the row's status, the rows the page
+discovered, the items it produced, the sub-tab data it carries) and commits it in one
+transaction, then logs the request to ``urls.jsonl``. Only rows that did not exist
+before are scheduled, so nothing is fetched twice; a kill at any instant leaves the
+workspace as it was before or after a whole response.
+
+The commit happens here, in the response step, rather than in a Scrapy item pipeline:
+a pipeline sees items one at a time after the page's requests have already been
+scheduled, so it cannot make "outcome + discovered rows + items" one transaction.
+Items still flow on to Scrapy's pipelines and feed exports (``-o``) afterwards.
+
+It reads settings only in :meth:`CrawlRuntime.from_crawler`; its ``__init__`` takes
+plain values so tests can build it directly. It never touches HTTP delivery.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+from collections import deque
+from collections.abc import Iterator
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from framework.crawl.page import CompiledJob, PageError, PageResult, Record
+from framework.errors import UsageError
+from framework.workspace import (
+    ErrorKind,
+    ItemWrite,
+    NewRow,
+    Outcome,
+    PartWrite,
+    Row,
+    Workspace,
+)
+
+if TYPE_CHECKING:
+    from scrapy.crawler import Crawler
+    from scrapy.http import Response
+    from twisted.python.failure import Failure
+
+logger = logging.getLogger(__name__)
+
+# Close reasons of our own, and what they mean for the exit code (see crawl CLI).
+REASON_FINISHED = "finished"
+REASON_MAX_REQUESTS = "max_requests"
+REASON_RATE_LIMITED = "rate_limited"
+REASON_ERROR_RATE = "error_rate"
+REASON_ALREADY_DONE = "already_done"
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds")
+
+
+@dataclass
+class Limits:
+    max_attempts: int = 3
+    max_requests: int = 0  # 0: no cap
+    stop_on_429: bool = False
+    error_rate_max: float = 0.5
+    error_rate_window: int = 50
+
+
+@dataclass
+class RunCounters:
+    requests: int = 0
+    ok: int = 0
+    errors: int = 0
+    rows_new: int = 0
+    items_new: int = 0
+    items_changed: int = 0
+    items_unchanged: int = 0
+    items_completed: int = 0
+    records_invalid: int = 0
+    fallbacks: int = 0
+    by_error: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class Handled:
+    """What the spider should hand back to Scrapy after a response."""
+
+    rows: list[Row] = field(default_factory=list)  # to schedule
+    items: list[dict[str, Any]] = field(default_factory=list)  # to emit
+    stop: str | None = None  # a close reason, when a stop condition fired
+
+
+class CrawlRuntime:
+    def __init__(
+        self,
+        ws: Workspace,
+        job: CompiledJob,
+        spec_hash: str,
+        limits: Limits,
+        fresh: bool = False,
+    ) -> None:
+        self.ws = ws
+        self.job = job
+        self.spec = job.spec
+        self.spec_hash = spec_hash
+        self.limits = limits
+        self.fresh = fresh
+        self.counters = RunCounters()
+        self.issued = 0
+        self.capped = False
+        self.stop_reason: str | None = None
+        self.started = time.monotonic()
+        self._window: deque[bool] = deque(maxlen=max(1, limits.error_rate_window))
+        self._fallbacks_seen: set[tuple[str, str, int]] = set()
+        self._boundary = 0  # rows with id above this were created by this run
+        self._stack = ExitStack()
+
+    # ----------------------------------------------------------------- set-up
+    @classmethod
+    def from_crawler(
+        cls, crawler: Crawler, job: CompiledJob, spec_path: Path, fresh: bool | None = None
+    ) -> CrawlRuntime:
+        s = crawler.settings
+        jobdir = s.get("JOBDIR")
+        if not jobdir:
+            raise UsageError("JOBDIR is empty: the workspace needs a folder")
+        spec_max = job.spec.max_attempts
+        limits = Limits(
+            max_attempts=spec_max,
+            max_requests=s.getint("FRAMEWORK_MAX_REQUESTS", 0),
+            stop_on_429=s.getbool("FRAMEWORK_STOP_ON_429", False),
+            error_rate_max=s.getfloat("FRAMEWORK_ERROR_RATE_MAX", 0.5),
+            error_rate_window=s.getint("FRAMEWORK_ERROR_RATE_WINDOW", 50),
+        )
+        spec_hash = "sha256:" + hashlib.sha256(spec_path.read_bytes()).hexdigest()
+        ws = Workspace.open(Path(jobdir), create=True)
+        if fresh is None:
+            fresh = s.getbool("FRAMEWORK_FRESH", False)
+        runtime = cls(ws, job, spec_hash, limits, fresh=fresh)
+        try:
+            runtime._stack.enter_context(ws.lock("crawl"))
+        except BaseException:
+            ws.close()
+            raise
+        return runtime
+
+    def start_rows(self) -> Iterator[Row]:
+        """Record the run's start and yield the rows to fetch: seeds on a new
+        workspace, else every pending row and every retryable error row."""
+        store = self.ws.store
+        store.set_meta("max_attempts", str(self.limits.max_attempts))
+        store.set_meta("job", self.spec.name)
+        if self.ws.record_spec(self.spec_hash):
+            self.event("spec_changed", spec_hash=self.spec_hash)
+        if self.fresh:
+            store.reset_rows()
+            self.event("rows_reset", why="fresh run requested")
+        seeded = store.seed(
+            [NewRow(kind=self.job.start_kind, url=u, context={}) for u in self.spec.start_urls]
+        )
+        counts = store.row_counts()
+        total = sum(sum(v.values()) for v in counts.values())
+        resumed = total > len(seeded)
+        self._boundary = max((r.id for r in seeded), default=0)
+        rows = store.resumable(self.limits.max_attempts)
+        first = next(rows, None)
+        if first is None:
+            self.stop_reason = REASON_ALREADY_DONE
+            self.event("run_resumed", note="nothing to do: every row is ok or exhausted")
+            logger.info("job %s: nothing to do (every row is ok or exhausted)", self.spec.name)
+            return
+        self._boundary = store.max_row_id()
+        self.event(
+            "run_resumed" if resumed else "run_started",
+            rows={k: {str(st): n for st, n in v.items()} for k, v in counts.items()},
+        )
+        yield first
+        for row in rows:
+            if row.id <= self._boundary:  # rows made by this run are scheduled as found
+                yield row
+
+    def may_issue(self) -> bool:
+        """False once --max-requests is reached: further rows stay pending."""
+        if self.limits.max_requests and self.issued >= self.limits.max_requests:
+            self.capped = True
+            return False
+        self.issued += 1
+        return True
+
+    # ------------------------------------------------------------- responses
+    def on_response(self, row: Row, attempt: int, response: Response) -> Handled:
+        status = response.status
+        error: tuple[ErrorKind, str] | None = None
+        result: PageResult | None = None
+        part: Any = None
+        handled = Handled()
+        if status == 429 or (status == 503 and "fw_retry_after" in response.meta):
+            error = (ErrorKind.RATE_LIMITED, f"HTTP {status}")
+        elif status >= 500:
+            error = (ErrorKind.HTTP_5XX, f"HTTP {status}")
+        elif status >= 400:
+            error = (ErrorKind.HTTP_4XX, f"HTTP {status}")
+        else:
+            try:
+                if row.kind in self.job.subtabs:
+                    part = self.job.subtabs[row.kind].parse(response)
+                else:
+                    ctx = row.context
+                    result = self.job.kinds[row.kind].parse(
+                        response, ctx.get("carry", {}), int(ctx.get("page", 1))
+                    )
+            except PageError as exc:
+                error = (ErrorKind.PARSE, str(exc))
+            except Exception as exc:  # a page the spec cannot read must not stop the crawl
+                logger.exception("parse failed for %s", response.url)
+                error = (ErrorKind.PARSE, f"{type(exc).__name__}: {exc}")
+
+        outcome: Outcome
+        if error is not None:
+            kind, detail = error
+            outcome = Outcome(
+                row_id=row.id,
+                ok=False,
+                http_status=status,
+                error_kind=kind,
+                error=detail,
+                retryable=kind.retryable and not (status == 404 or status == 410),
+            )
+        elif part is not None or row.kind in self.job.subtabs:
+            outcome = Outcome(
+                row_id=row.id,
+                ok=True,
+                http_status=status,
+                parts=[PartWrite(row.context["item_key"], row.context["tab"], part)],
+            )
+        else:
+            assert result is not None
+            outcome = self._page_outcome(row, status, response.url, result)
+        handled = self._commit(row, attempt, outcome, response)
+        if response.meta.get("fw_retry_after_over_cap"):
+            handled.stop = REASON_RATE_LIMITED
+            logger.warning(
+                "Retry-After of %.0fs from %s is over the cap: stopping (run again later)",
+                response.meta["fw_retry_after"],
+                response.url,
+            )
+        elif status == 429 and self.limits.stop_on_429:
+            handled.stop = REASON_RATE_LIMITED
+        return handled
+
+    def on_failure(self, row: Row, attempt: int, failure: Failure) -> Handled:
+        kind, detail = classify_failure(failure)
+        outcome = Outcome(
+            row_id=row.id,
+            ok=False,
+            error_kind=kind,
+            error=detail,
+            retryable=kind.retryable,
+        )
+        return self._commit(row, attempt, outcome, None, failure_url=row.url)
+
+    def _page_outcome(self, row: Row, status: int, url: str, result: PageResult) -> Outcome:
+        kind = self.job.kinds[row.kind]
+        single = kind.spec.each is None
+        items: list[ItemWrite] = []
+        new_rows: list[NewRow] = []
+        for record in result.records:
+            self._report_fallbacks(row.kind, url, record)
+            if not record.valid:
+                self.counters.records_invalid += 1
+                self._report_invalid(url, record)
+                if single and kind.spec.emits:
+                    return Outcome(
+                        row_id=row.id,
+                        ok=False,
+                        http_status=status,
+                        error_kind=ErrorKind.VALIDATION,
+                        error="missing required field(s): " + ", ".join(record.missing),
+                        retryable=False,
+                    )
+                continue
+            if record.dedupe_key is None:
+                continue
+            required_tabs = any(t.required for t in record.subtabs)
+            items.append(
+                ItemWrite(
+                    dedupe_key=record.dedupe_key,
+                    source_type=self.spec.source_type,
+                    source_id=record.source_id or "",
+                    data=record.values,
+                    complete=not required_tabs,
+                )
+            )
+            for tab in record.subtabs:
+                new_rows.append(
+                    NewRow(
+                        kind=tab.kind,
+                        url=tab.url,
+                        method=tab.method,
+                        body=tab.body,
+                        body_type=tab.body_type,
+                        context={
+                            "item_key": record.dedupe_key,
+                            "tab": tab.tab,
+                            "required": tab.required,
+                        },
+                    )
+                )
+        for link in result.links:
+            new_rows.append(NewRow(kind=link.kind, url=link.url, context=_carry(link.carry)))
+        page = int(row.context.get("page", 1))
+        for link in result.next_pages:
+            ctx = _carry(link.carry)
+            ctx["page"] = page + 1
+            new_rows.append(NewRow(kind=link.kind, url=link.url, context=ctx))
+        return Outcome(row_id=row.id, ok=True, http_status=status, new_rows=new_rows, items=items)
+
+    def _commit(
+        self,
+        row: Row,
+        attempt: int,
+        outcome: Outcome,
+        response: Response | None,
+        failure_url: str | None = None,
+    ) -> Handled:
+        handled = Handled()
+        res = self.ws.store.commit(outcome)
+        c = self.counters
+        c.requests += 1
+        self._window.append(outcome.ok)
+        if outcome.ok:
+            c.ok += 1
+        else:
+            c.errors += 1
+            key = str(outcome.error_kind)
+            c.by_error[key] = c.by_error.get(key, 0) + 1
+        c.rows_new += len(res.inserted)
+        c.items_new += res.items_new
+        c.items_changed += res.items_changed
+        c.items_unchanged += res.items_unchanged
+        c.items_completed += len(res.completed)
+        self.ws.urls.append(
+            {
+                "time": now_iso(),
+                "method": row.method,
+                "url": row.url,
+                "final_url": response.url if response is not None else failure_url,
+                "status": response.status if response is not None else None,
+                "bytes": len(response.body) if response is not None else 0,
+                "latency_ms": round(1000 * response.meta.get("download_latency", 0.0), 1)
+                if response is not None
+                else None,
+                "outcome": "ok" if outcome.ok else str(outcome.error_kind),
+                "row": row.id,
+                "kind": row.kind,
+                "attempt": res.attempt,
+            }
+        )
+        handled.rows.extend(res.inserted)
+        if not outcome.ok:
+            exhausted = not outcome.retryable or res.attempt >= self.limits.max_attempts
+            if exhausted:
+                self.event(
+                    "row_failed",
+                    row=row.id,
+                    kind=row.kind,
+                    url=row.url,
+                    error_kind=str(outcome.error_kind),
+                    error=outcome.error,
+                    http_status=outcome.http_status,
+                    attempts=res.attempt,
+                )
+            else:
+                retry = self.ws.store.get_row(row.id)
+                if retry is not None:
+                    handled.rows.append(retry)
+        # Items complete at write time are emitted from the record; items completed by
+        # a sub-tab are read back whole from the store (their parts came separately).
+        complete_now = {i.dedupe_key: i for i in outcome.items if i.complete}
+        for key in res.completed:
+            if key in complete_now:
+                item = complete_now[key]
+                handled.items.append(
+                    {
+                        "dedupe_key": key,
+                        "source_type": item.source_type,
+                        "source_id": item.source_id,
+                        **item.data,
+                    }
+                )
+            else:
+                stored = self.ws.store.get_item(key)
+                if stored is not None:
+                    handled.items.append(
+                        {
+                            "dedupe_key": stored.dedupe_key,
+                            "source_type": stored.source_type,
+                            "source_id": stored.source_id,
+                            **stored.data,
+                        }
+                    )
+        window = self._window
+        if (
+            len(window) == window.maxlen
+            and window.count(False) / len(window) > self.limits.error_rate_max
+        ):
+            handled.stop = REASON_ERROR_RATE
+            logger.error(
+                "error rate %.0f%% over the last %d requests: stopping (a human must look)",
+                100 * window.count(False) / len(window),
+                len(window),
+            )
+        return handled
+
+    # ------------------------------------------------------------- reporting
+    def _report_invalid(self, url: str, record: Record) -> None:
+        logger.warning(
+            "record dropped at %s: missing required field(s) %s%s",
+            url,
+            ", ".join(record.missing),
+            "".join(f"; {f}: {m}" for f, m in record.errors),
+        )
+        self.event("record_invalid", url=url, missing=record.missing, errors=record.errors)
+
+    def _report_fallbacks(self, kind: str, url: str, record: Record) -> None:
+        for fld, index, expr in record.fallbacks:
+            self.counters.fallbacks += 1
+            seen = (kind, fld, index)
+            if seen in self._fallbacks_seen:
+                continue
+            self._fallbacks_seen.add(seen)
+            logger.warning(
+                "layout changed? field %r of %s matched fallback #%d (%s) at %s",
+                fld,
+                kind,
+                index,
+                expr,
+                url,
+            )
+            self.event("layout_fallback", kind=kind, field=fld, index=index, selector=expr, url=url)
+
+    def event(self, name: str, **data: Any) -> None:
+        self.ws.events.append({"time": now_iso(), "event": name, "job": self.spec.name, **data})
+
+    def close(self, reason: str) -> str:
+        """Write the run's last event and release the workspace; return the final
+        reason (ours when a stop condition fired, else Scrapy's)."""
+        final = self.stop_reason or reason
+        if final == REASON_FINISHED and self.capped:
+            final = REASON_MAX_REQUESTS
+        try:
+            c = self.counters
+            counts = self.ws.store.row_counts()
+            self.event(
+                "run_finished",
+                reason=final,
+                duration_s=round(time.monotonic() - self.started, 3),
+                counts={
+                    "requests": c.requests,
+                    "ok": c.ok,
+                    "errors": c.errors,
+                    "errors_by_kind": c.by_error,
+                    "rows_new": c.rows_new,
+                    "items_new": c.items_new,
+                    "items_changed": c.items_changed,
+                    "items_completed": c.items_completed,
+                    "records_invalid": c.records_invalid,
+                    "fallbacks": c.fallbacks,
+                },
+                rows={k: {str(st): n for st, n in v.items()} for k, v in counts.items()},
+                items=self.ws.store.item_counts(),
+            )
+        finally:
+            self._stack.close()
+            self.ws.close()
+        return final
+
+
+def _carry(values: dict[str, Any]) -> dict[str, Any]:
+    return {"carry": values} if values else {}
+
+
+def classify_failure(failure: Failure) -> tuple[ErrorKind, str]:
+    """A download failure as a typed note. Names only: no request headers."""
+    from scrapy.exceptions import IgnoreRequest
+    from twisted.internet import error as terr
+    from twisted.web._newclient import ResponseNeverReceived
+
+    exc = failure.value
+    name = type(exc).__name__
+    if isinstance(exc, terr.DNSLookupError):
+        return ErrorKind.DNS, f"{name}: {exc}"
+    if isinstance(exc, terr.TimeoutError | terr.TCPTimedOutError) or "Timeout" in name:
+        return ErrorKind.TIMEOUT, name
+    if isinstance(exc, terr.ConnectionRefusedError | terr.ConnectError):
+        return ErrorKind.CONNECT, f"{name}: {exc}"
+    if isinstance(exc, ResponseNeverReceived | terr.ConnectionLost | terr.ConnectionDone):
+        return ErrorKind.CONNECT, name
+    if isinstance(exc, IgnoreRequest):
+        return ErrorKind.HTTP_4XX, f"ignored: {exc}"
+    return ErrorKind.OTHER, f"{name}: {exc}"

@@ -1,0 +1,171 @@
+"""The spider class generated for a job spec (no code written to files).
+
+:func:`spider_class` makes one Scrapy spider class per spec. Each request carries its
+workspace row; responses and failures go to :class:`~framework.crawl.runtime.CrawlRuntime`,
+which commits the outcome and answers which rows to fetch next and which items to emit.
+The spider only turns rows into Scrapy requests and hands back what the runtime says.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import scrapy
+from scrapy import signals
+from scrapy.http import Request
+
+from framework.crawl.page import CompiledJob
+from framework.crawl.runtime import REASON_FINISHED, CrawlRuntime, Handled
+from framework.errors import UsageError
+from framework.settings import default_settings
+from framework.spec.models import JobSpec, Render
+
+if TYPE_CHECKING:
+    from scrapy.crawler import Crawler
+    from scrapy.http import Response
+    from twisted.python.failure import Failure
+
+    from framework.workspace import Row
+
+logger = logging.getLogger(__name__)
+
+# Depth-first bias: finish records (sub-tabs, details) before opening more list pages,
+# so an interrupted crawl leaves few half-done records.
+PRIORITY_SUBTAB = 20
+PRIORITY_EMITTING = 10
+PRIORITY_OTHER = 0
+
+
+class JobSpider(scrapy.Spider):
+    """Base of every generated spider; subclasses set ``spec`` and ``spec_path``."""
+
+    spec: ClassVar[JobSpec]
+    spec_path: ClassVar[Path]
+    compiled: ClassVar[CompiledJob]
+    runtime: CrawlRuntime
+    close_reason: str | None = None
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler, *args: Any, **kwargs: Any) -> JobSpider:
+        spider = super().from_crawler(crawler, *args, **kwargs)
+        fresh = kwargs.get("fresh")  # `-a fresh=1` on `scrapy crawl`
+        spider.runtime = CrawlRuntime.from_crawler(
+            crawler,
+            cls.compiled,
+            cls.spec_path,
+            fresh=None if fresh is None else str(fresh).lower() not in ("0", "", "false", "no"),
+        )
+        crawler.signals.connect(spider._on_closed, signal=signals.spider_closed)
+        return spider
+
+    # ------------------------------------------------------------------ requests
+    async def start(self) -> AsyncIterator[Any]:
+        for row in self.runtime.start_rows():
+            request = self._request(row)
+            if request is not None:
+                yield request
+
+    def _request(self, row: Row) -> Request | None:
+        if not self.runtime.may_issue():
+            return None
+        headers: dict[str, str] = {}
+        if row.body_type == "form":
+            headers["Content-Type"] = "application/x-www-form-urlencoded"
+        elif row.body_type == "json":
+            headers["Content-Type"] = "application/json"
+        if row.kind in self.compiled.subtabs:
+            priority = PRIORITY_SUBTAB
+        elif self.compiled.kinds[row.kind].spec.emits:
+            priority = PRIORITY_EMITTING
+        else:
+            priority = PRIORITY_OTHER
+        if row.attempts:
+            priority -= 1  # a retry waits behind fresh work, as Scrapy's own retries do
+        return Request(
+            row.url,
+            method=row.method,
+            body=row.body.encode("utf-8") if row.body is not None else None,
+            headers=headers or None,
+            callback=self._on_response,
+            errback=self._on_failure,
+            priority=priority,
+            dont_filter=True,  # the rows are the dedupe
+            meta={"fw_row": row, "fw_attempt": row.attempts + 1},
+        )
+
+    # ----------------------------------------------------------------- responses
+    def _on_response(self, response: Response) -> Iterator[Any]:
+        row: Row = response.meta["fw_row"]
+        handled = self.runtime.on_response(row, response.meta["fw_attempt"], response)
+        yield from self._hand_back(handled)
+
+    def _on_failure(self, failure: Failure) -> Iterator[Any]:
+        request = failure.request  # type: ignore[attr-defined]
+        row: Row = request.meta["fw_row"]
+        handled = self.runtime.on_failure(row, request.meta["fw_attempt"], failure)
+        yield from self._hand_back(handled)
+
+    def _hand_back(self, handled: Handled) -> Iterator[Any]:
+        yield from handled.items
+        for row in handled.rows:
+            request = self._request(row)
+            if request is not None:
+                yield request
+        if handled.stop is not None and self.runtime.stop_reason is None:
+            self.runtime.stop_reason = handled.stop
+            assert self.crawler.engine is not None
+            from scrapy.utils.defer import _schedule_coro
+
+            _schedule_coro(self.crawler.engine.close_spider_async(reason=handled.stop))
+
+    def _on_closed(self, spider: scrapy.Spider, reason: str) -> None:
+        if spider is not self:
+            return
+        final = self.runtime.close(reason)
+        type(self).close_reason = final
+        self.crawler.stats.set_value("framework/close_reason", final)
+        logger.info("job %s closed: %s", self.name, final)
+
+
+def spider_class(spec: JobSpec, spec_path: Path, workspace_root: Path) -> type[JobSpider]:
+    """A spider class for ``spec``; its default JOBDIR is ``<workspace_root>/<name>``."""
+    kinds = spec.page_kinds()
+    if spec.render is Render.PLAYWRIGHT or any(
+        k.render is Render.PLAYWRIGHT for k in kinds.values()
+    ):
+        raise UsageError(
+            f"{spec_path}: render: playwright needs the playwright plugin, which is not "
+            "part of this release; use render: http"
+        )
+    settings = default_settings(spec.name)
+    settings["FRAMEWORK_MAX_ATTEMPTS"] = spec.max_attempts
+    settings["JOBDIR"] = str(workspace_root / spec.name)
+    settings.update(spec.settings)
+    attrs: dict[str, Any] = {
+        "name": spec.name,
+        "spec": spec,
+        "spec_path": spec_path,
+        "compiled": CompiledJob(spec),
+        "custom_settings": settings,
+        "allowed_domains": list(spec.allowed_domains)
+        if spec.allowed_domains is not None
+        else sorted({_host(u) for u in spec.start_urls}),
+        "__module__": __name__,
+    }
+    return type(f"{_camel(spec.name)}Spider", (JobSpider,), attrs)
+
+
+def _host(url: str) -> str:
+    from urllib.parse import urlsplit
+
+    return urlsplit(url).hostname or ""
+
+
+def _camel(name: str) -> str:
+    return "".join(p.capitalize() for p in name.replace("-", "_").split("_") if p)
+
+
+__all__ = ["REASON_FINISHED", "JobSpider", "spider_class"]

@@ -1,0 +1,51 @@
+"""The framework's default Scrapy settings for every generated job.
+
+Precedence, lowest first: Scrapy's defaults, these, the spec's ``settings:``, then
+``-s NAME=VALUE`` on the command line. Values chosen by measurement are explained in
+docs/benchmarks.md.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from framework import __version__
+
+#: Framework-only settings (read in exactly one place each, in ``from_crawler``).
+FRAMEWORK_SETTINGS: dict[str, Any] = {
+    "FRAMEWORK_MAX_ATTEMPTS": 3,  # per row, across runs; the spec's max_attempts wins
+    "FRAMEWORK_MAX_REQUESTS": 0,  # 0: no cap; else stop (checkpoint) after that many
+    "FRAMEWORK_STOP_ON_429": False,  # stop (checkpoint) at the first 429
+    "FRAMEWORK_RETRY_AFTER_CAP": 120.0,  # seconds; a longer Retry-After stops the run
+    "FRAMEWORK_RETRY_AFTER_DEFAULT": 5.0,  # 429/503 without a usable Retry-After
+    "FRAMEWORK_ERROR_RATE_MAX": 0.5,  # breaker: failed share of the last window ...
+    "FRAMEWORK_ERROR_RATE_WINDOW": 50,  # ... attempts (breaker idle until the window fills)
+    "FRAMEWORK_FRESH": False,  # forget rows (items stay) and start over
+}
+
+
+def default_settings(job: str) -> dict[str, Any]:
+    return {
+        **FRAMEWORK_SETTINGS,
+        # Safety: Scrapy 2.19 starts a remote-control server that executes Python sent
+        # to it and leaves its port and token in a job file after a kill; the telnet
+        # console is the older door of the same kind. A scraping job needs neither.
+        "REMOTE_CONTROL_ENABLED": False,
+        "TELNETCONSOLE_ENABLED": False,
+        "ROBOTSTXT_OBEY": True,
+        "USER_AGENT": f"framework/{__version__} (declarative Scrapy job {job!r})",
+        # The rows are the queue and the dedupe: see framework.crawl.scheduler.
+        "SCHEDULER": "framework.crawl.scheduler.MemoryScheduler",
+        "DUPEFILTER_CLASS": "scrapy.dupefilters.BaseDupeFilter",
+        # Scrapy writes spider.state into JOBDIR on close; the workspace replaces it.
+        "EXTENSIONS": {"scrapy.extensions.spiderstate.SpiderState": None},
+        # Retries are row attempts (typed, counted, resumable), not Scrapy's in-memory
+        # retries; every status reaches the spider so it becomes a typed row outcome.
+        "RETRY_ENABLED": False,
+        "HTTPERROR_ALLOW_ALL": True,
+        "DOWNLOADER_MIDDLEWARES": {"framework.crawl.politeness.RetryAfterMiddleware": 560},
+        # Measured: Scrapy's default of 100 starts that many tasks per response; see
+        # docs/benchmarks.md.
+        "CONCURRENT_ITEMS": 10,
+        "LOG_LEVEL": "INFO",
+    }

@@ -1,0 +1,72 @@
+"""Retry-After parsing (both RFC 9110 forms) and the per-host deadline."""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime, timedelta
+from email.utils import format_datetime
+
+import pytest
+from scrapy.http import HtmlResponse, Request
+
+from framework.crawl.politeness import RetryAfterMiddleware, parse_retry_after
+
+
+def test_delta_seconds() -> None:
+    assert parse_retry_after("120") == 120.0
+    assert parse_retry_after(b" 7 ") == 7.0
+
+
+def test_http_date_in_the_future() -> None:
+    now = time.time()
+    when = datetime.fromtimestamp(now, UTC) + timedelta(seconds=90)
+    got = parse_retry_after(format_datetime(when, usegmt=True), now=now)
+    assert got is not None
+    assert 89.0 <= got <= 90.0
+
+
+def test_http_date_in_the_past_means_now() -> None:
+    assert parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT") == 0.0
+
+
+@pytest.mark.parametrize("value", [None, "", "soon", "-5", "1.5e3", "Wed, 99 Foo 2015"])
+def test_unreadable_values_are_none(value: str | None) -> None:
+    assert parse_retry_after(value) is None
+
+
+def _response(status: int, retry_after: str | None) -> HtmlResponse:
+    headers = {"Retry-After": retry_after} if retry_after is not None else {}
+    req = Request("http://127.0.0.1:1/x")
+    return HtmlResponse(req.url, status=status, headers=headers, body=b"", request=req)
+
+
+def test_429_moves_the_host_deadline_later_only() -> None:
+    mw = RetryAfterMiddleware(cap=60, default=5)
+    req = Request("http://127.0.0.1:1/x")
+    mw.process_response(req, _response(429, "30"))
+    first = mw.not_before["127.0.0.1:1"]
+    mw.process_response(req, _response(429, "1"))
+    assert mw.not_before["127.0.0.1:1"] == first  # a shorter demand never shortens it
+
+
+def test_over_the_cap_is_marked_not_slept() -> None:
+    mw = RetryAfterMiddleware(cap=60, default=5)
+    resp = _response(503, "3600")
+    mw.process_response(resp.request, resp)
+    assert resp.meta["fw_retry_after_over_cap"] is True
+    assert "127.0.0.1:1" not in mw.not_before
+
+
+def test_503_without_retry_after_is_an_outage_not_a_rate_limit() -> None:
+    mw = RetryAfterMiddleware(cap=60, default=5)
+    resp = _response(503, None)
+    mw.process_response(resp.request, resp)
+    assert "fw_retry_after" not in resp.meta
+    assert mw.not_before == {}
+
+
+def test_429_without_retry_after_waits_the_default() -> None:
+    mw = RetryAfterMiddleware(cap=60, default=5)
+    resp = _response(429, None)
+    mw.process_response(resp.request, resp)
+    assert resp.meta["fw_retry_after"] == 5
