@@ -35,9 +35,9 @@ def test_unreadable_values_are_none(value: str | None) -> None:
 
 
 def _response(status: int, retry_after: str | None) -> HtmlResponse:
+    # As the downloader hands it over: not yet bound to its request.
     headers = {"Retry-After": retry_after} if retry_after is not None else {}
-    req = Request("http://127.0.0.1:1/x")
-    return HtmlResponse(req.url, status=status, headers=headers, body=b"", request=req)
+    return HtmlResponse("http://127.0.0.1:1/x", status=status, headers=headers, body=b"")
 
 
 def test_429_moves_the_host_deadline_later_only() -> None:
@@ -51,22 +51,22 @@ def test_429_moves_the_host_deadline_later_only() -> None:
 
 def test_over_the_cap_is_marked_not_slept() -> None:
     mw = RetryAfterMiddleware(cap=60, default=5)
-    resp = _response(503, "3600")
-    mw.process_response(resp.request, resp)
-    assert resp.meta["fw_retry_after_over_cap"] is True
+    req = Request("http://127.0.0.1:1/x")
+    mw.process_response(req, _response(503, "3600"))
+    assert req.meta["fw_retry_after_over_cap"] is True
     assert "127.0.0.1:1" not in mw.not_before
 
 
 def test_503_without_retry_after_is_an_outage_not_a_rate_limit() -> None:
     mw = RetryAfterMiddleware(cap=60, default=5)
-    resp = _response(503, None)
-    mw.process_response(resp.request, resp)
-    assert "fw_retry_after" not in resp.meta
+    req = Request("http://127.0.0.1:1/x")
+    mw.process_response(req, _response(503, None))
+    assert "fw_retry_after" not in req.meta
     assert mw.not_before == {}
 
 
 def test_429_without_retry_after_waits_the_default() -> None:
     mw = RetryAfterMiddleware(cap=60, default=5)
-    resp = _response(429, None)
-    mw.process_response(resp.request, resp)
-    assert resp.meta["fw_retry_after"] == 5
+    req = Request("http://127.0.0.1:1/x")
+    mw.process_response(req, _response(429, None))
+    assert req.meta["fw_retry_after"] == 5

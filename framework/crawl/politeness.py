@@ -72,9 +72,11 @@ class RetryAfterMiddleware:
         if asked is None and response.status == 503:
             return response  # a plain outage, not a rate limit: the row's attempts apply
         delay = self.default if asked is None else asked
-        response.meta["fw_retry_after"] = delay
+        # The response is not bound to its request yet; the spider reads these through
+        # response.meta, which is the request's meta.
+        request.meta["fw_retry_after"] = delay
         if delay > self.cap:
-            response.meta["fw_retry_after_over_cap"] = True
+            request.meta["fw_retry_after_over_cap"] = True
             return response
         host = urlsplit(request.url).netloc
         self.not_before[host] = max(self.not_before.get(host, 0.0), time.monotonic() + delay)
