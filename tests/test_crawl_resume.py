@@ -259,3 +259,27 @@ def test_requeue_errors_brings_rows_back(site, good_spec, tmp_path, crawl_cli):
     assert sorted(line["url"] for line in again) == sorted(
         b.url for b in site.truth.broken if b.kind == "detail"
     )
+
+
+def test_a_second_crawl_on_the_same_workspace_leaves_without_touching_it(
+    make_site, good_spec, tmp_path, crawl_cli
+):
+    site = make_site(delay=0.2)
+    spec = good_spec("cases", site.url, tmp_path)
+    ws = tmp_path / "ws"
+    first = _crawl(spec, ws)
+    try:
+        deadline = time.monotonic() + 60
+        while _lines(ws) == 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        lines = _lines(ws)
+        second = crawl_cli("crawl", str(spec), "--workspace", str(ws))
+        assert second.returncode == EXIT_CHECKPOINT, second.stderr[-2000:]
+        assert f"held by pid {first.pid}" in second.stderr
+        assert "Traceback" not in second.stderr
+        assert first.poll() is None
+        assert _lines(ws) >= lines  # the first crawl went on; the second wrote nothing
+        assert not any(e["event"] == "run_finished" for e in events(ws))
+    finally:
+        first.kill()
+        first.wait()

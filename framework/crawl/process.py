@@ -23,7 +23,7 @@ from framework.crawl.runtime import (
     REASON_FINISHED,
 )
 from framework.crawl.spider import spider_class
-from framework.errors import Checkpoint, Halted
+from framework.errors import Checkpoint, FrameworkError, Halted
 from framework.spec import load_spec
 from framework.workspace import RowStatus, Workspace
 
@@ -66,8 +66,15 @@ def run_crawl(
     settings.setdict(cmdline, priority="cmdline")
     process = CrawlerProcess(settings)
     crawler = process.create_crawler(spidercls)
-    process.crawl(crawler)
+    failures: list[BaseException] = []
+    done = process.crawl(crawler)
+    done.addErrback(lambda f: failures.append(f.value))
     process.start()
+    if failures:
+        # A failure to start (workspace locked, unreadable...) is ours to report as-is.
+        if isinstance(failures[0], FrameworkError):
+            raise failures[0]
+        raise FrameworkError(f"the crawl could not start: {failures[0]!r}") from failures[0]
     reason = spidercls.close_reason or (crawler.stats.get_value("finish_reason") or "unknown")
     jobdir = Path(crawler.settings.get("JOBDIR"))
     return summarize(spec.name, reason, jobdir)

@@ -339,8 +339,9 @@ class CrawlRuntime:
             c.by_error[key] = c.by_error.get(key, 0) + 1
         c.rows_new += len(res.inserted)
         c.items_new += res.items_new
-        c.items_changed += res.items_changed
-        c.items_unchanged += res.items_unchanged
+        if outcome.items:  # a sub-tab merging its part into the record is not a change
+            c.items_changed += res.items_changed
+            c.items_unchanged += res.items_unchanged
         c.items_completed += len(res.completed)
         self.ws.urls.append(
             {

@@ -126,7 +126,13 @@ class JobSpider(scrapy.Spider):
             return
         final = self.runtime.close(reason)
         type(self).close_reason = final
-        self.crawler.stats.set_value("framework/close_reason", final)
+        stats = self.crawler.stats
+        stats.set_value("framework/close_reason", final)
+        for name, value in vars(self.runtime.counters).items():
+            if isinstance(value, int):
+                stats.set_value(f"framework/{name}", value)
+        for kind, n in self.runtime.counters.by_error.items():
+            stats.set_value(f"framework/errors/{kind}", n)
         logger.info("job %s closed: %s", self.name, final)
 
 
