@@ -11,6 +11,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from framework.errors import SpecError, SpecProblem
+
 
 def find_root(start: Path | None = None) -> Path:
     env = os.environ.get("FRAMEWORK_HOME")
@@ -28,3 +30,68 @@ def workspace_path(root: Path, job: str, override: str | Path | None = None) -> 
     if override is not None and str(override) != "":
         return Path(override).resolve()
     return root / "var" / job
+
+
+def job_files(root: Path, *, problems: list[SpecProblem] | None = None) -> dict[str, Path]:
+    """Every job under ``<root>/projects/*/job.yaml``, by the ``name`` it declares.
+
+    A file whose name cannot be read (broken YAML, no ``name``) is listed under its
+    folder's name, so ``framework validate`` can still find and report it. Two files
+    declaring the same name raise :class:`SpecError` at the second one's ``name:``
+    (or, when ``problems`` is given, are appended to it and the first one is kept).
+    """
+    from framework.spec.load import read_document
+
+    collect = problems is not None
+    if problems is None:
+        problems = []
+    found: dict[str, Path] = {}
+    for path in sorted((root / "projects").glob("*/job.yaml")):
+        name = path.parent.name
+        mark = (1, 1)
+        try:
+            doc = read_document(path)
+        except SpecError:
+            doc = None
+        if doc is not None and isinstance(doc.data, dict) and isinstance(doc.data.get("name"), str):
+            name = doc.data["name"]
+            mark = doc.keys.get(("name",), mark)
+        if name in found:
+            problems.append(
+                SpecProblem(
+                    str(path),
+                    mark[0],
+                    mark[1],
+                    f"duplicate job name '{name}', already used by {found[name]}",
+                    "a job name unique across projects/",
+                )
+            )
+            continue
+        found[name] = path
+    if problems and not collect:
+        raise SpecError(problems)
+    return found
+
+
+def resolve_job(name_or_path: str, root: Path) -> Path:
+    """A job name (from ``projects/*/job.yaml``) or a path to a spec file or its folder."""
+    from framework.errors import JobNotFound
+
+    candidate = Path(name_or_path)
+    looks_like_path = (
+        name_or_path.endswith((".yaml", ".yml")) or "/" in name_or_path or (os.sep in name_or_path)
+    )
+    if not looks_like_path:
+        jobs = job_files(root)
+        if name_or_path in jobs:
+            return jobs[name_or_path]
+    if candidate.is_file():
+        return candidate
+    if candidate.is_dir() and (candidate / "job.yaml").is_file():
+        return candidate / "job.yaml"
+    if looks_like_path:
+        raise JobNotFound(f"no spec file at {name_or_path}")
+    known = ", ".join(sorted(jobs)) or "none"
+    raise JobNotFound(
+        f"no job named '{name_or_path}' under {root / 'projects'} (known jobs: {known})"
+    )

@@ -15,6 +15,7 @@ from typing import Any
 from scrapy.crawler import CrawlerProcess
 from scrapy.settings import Settings
 from scrapy.utils.conf import feed_process_params_from_cli
+from twisted.python.failure import Failure
 
 from framework import scrapy_settings
 from framework.crawl.runtime import (
@@ -67,8 +68,11 @@ def run_crawl(
     process = CrawlerProcess(settings)
     crawler = process.create_crawler(spidercls)
     failures: list[BaseException] = []
-    done = process.crawl(crawler)
-    done.addErrback(lambda f: failures.append(f.value))
+
+    def keep(failure: Failure) -> None:
+        failures.append(failure.value)
+
+    process.crawl(crawler).addErrback(keep)
     process.start()
     if failures:
         # A failure to start (workspace locked, unreadable...) is ours to report as-is.

@@ -1,0 +1,44 @@
+"""The job spec language: the one public door.
+
+``load_spec(path)`` reads a ``job.yaml``, checks its shape (:mod:`.load`) and its
+meaning (:mod:`.validate`) and returns a :class:`JobSpec`, or raises
+:class:`~framework.errors.SpecError` carrying every problem as ``file:line:col``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from framework.spec.keys import make_dedupe_key, normalise_source_id
+from framework.spec.load import Document, load_document
+from framework.spec.models import FieldSpec, JobSpec, KeySpec, PageKind, SubtabSpec
+from framework.spec.template import MissingValue, Template, TemplateError
+from framework.spec.validate import validate
+
+__all__ = [
+    "Document",
+    "FieldSpec",
+    "JobSpec",
+    "KeySpec",
+    "MissingValue",
+    "PageKind",
+    "SubtabSpec",
+    "Template",
+    "TemplateError",
+    "load_spec",
+    "load_spec_document",
+    "make_dedupe_key",
+    "normalise_source_id",
+]
+
+
+def load_spec_document(path: str | Path) -> tuple[JobSpec, Document]:
+    """Load and validate; also return the document (data and marks) for callers that
+    report their own located problems."""
+    spec, doc = load_document(path)
+    return validate(spec, doc), doc
+
+
+def load_spec(path: str | Path) -> JobSpec:
+    """Load and fully validate a spec file; raises SpecError with every problem."""
+    return load_spec_document(path)[0]

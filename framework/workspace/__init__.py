@@ -1,0 +1,62 @@
+"""The workspace: one folder per job, the job's JOBDIR, and the only state a crawl keeps.
+
+This package is the public door (``__all__``); its modules are private details::
+
+    var/<job>/                    default place (`--workspace DIR` / `-s JOBDIR=` move it)
+    |-- state.sqlite              queue rows, attempt history, items, meta (WAL mode)
+    |-- state.sqlite-wal          \\ SQLite's write-ahead log and its index: part of the
+    |-- state.sqlite-shm          /  state, never delete them by hand
+    |-- urls.jsonl                one line per request actually sent          (crawl)
+    |-- events.jsonl              run started/resumed/finished, spec changed,
+    |                             requeued ... the audit trail                (crawl, CLI)
+    |-- ship-log.jsonl            one line per delivery attempt               (ship)
+    |-- crawl.lock                flock held while a crawl or requeue runs
+    `-- ship.lock                 flock held while ship runs
+
+* :class:`Workspace` opens the folder (``Workspace.open(path)``) and its locks.
+* :class:`SqliteStore` is the embedded :class:`Store` (the storage contract).
+* :class:`JsonlLog` appends whole lines and tolerates a torn last line.
+
+The format on disk is documented in ``docs/workspace.md``; readers (status, ship) rely
+on it. Nothing secret is ever written to any of these files.
+"""
+
+from __future__ import annotations
+
+from framework.workspace.jsonl import JsonlLog, redact
+from framework.workspace.records import (
+    CommitResult,
+    ErrorKind,
+    ItemWrite,
+    NewRow,
+    Outcome,
+    PartWrite,
+    Row,
+    RowStatus,
+    StoredItem,
+    canonical_json,
+    content_hash,
+)
+from framework.workspace.sqlite import SqliteStore
+from framework.workspace.store import RequeueFilter, Store
+from framework.workspace.workspace import Workspace
+
+__all__ = [
+    "CommitResult",
+    "ErrorKind",
+    "ItemWrite",
+    "JsonlLog",
+    "NewRow",
+    "Outcome",
+    "PartWrite",
+    "RequeueFilter",
+    "Row",
+    "RowStatus",
+    "SqliteStore",
+    "Store",
+    "StoredItem",
+    "Workspace",
+    "canonical_json",
+    "content_hash",
+    "redact",
+]
