@@ -70,7 +70,7 @@ def run_crawl(
     failures: list[BaseException] = []
 
     def keep(failure: Failure) -> None:
-        failures.append(failure.value)
+        failures.append(failure.value or RuntimeError("unknown start failure"))
 
     process.crawl(crawler).addErrback(keep)
     process.start()
