@@ -15,11 +15,10 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urljoin, urlsplit, urlunsplit
 
-from jsonpath_ng.ext import parse as jsonpath_parse
 from parsel import Selector
 from scrapy.http import Response, TextResponse
 
-from framework.extract.fields import Extraction, FieldExtractor, Scope
+from framework.extract.fields import Extraction, FieldExtractor, Scope, compile_jsonpath
 from framework.spec.keys import make_dedupe_key, normalise_source_id
 from framework.spec.models import (
     Format,
@@ -112,10 +111,14 @@ class CompiledSubtab:
             if spec.body is not None and spec.body.form is not None
             else None
         )
-        self.json_body = spec.body.json_body if spec.body is not None else None
+        self.json_body = (
+            _compile_json(spec.body.json_body)
+            if spec.body is not None and spec.body.json_body is not None
+            else None
+        )
         self.fields = FieldExtractor(spec.fields) if spec.fields else None
         self.each_json = (
-            jsonpath_parse(spec.each) if spec.each and spec.format is Format.JSON else None
+            compile_jsonpath(spec.each) if spec.each and spec.format is Format.JSON else None
         )
 
     def request(self, base: str, ctx: Mapping[str, Any]) -> Request:
@@ -137,7 +140,7 @@ class CompiledSubtab:
         if self.spec.format is Format.JSON:
             doc = _json(response)
             if self.each_json is not None:
-                items = [m.value for m in self.each_json.find(doc)]
+                items = self.each_json.find(doc)
                 if self.fields is None:
                     return items
                 return [
@@ -168,12 +171,17 @@ class CompiledKind:
             if (kind.id is not None)
             else None
         )
-        self.each_json = jsonpath_parse(kind.each) if kind.each and self.is_json else None
+        self.each_json = compile_jsonpath(kind.each) if kind.each and self.is_json else None
         self.follow = [_CompiledFollow(f.css, f.xpath, f.pattern, f.to) for f in kind.follow]
         self.subtabs = [CompiledSubtab(name, n, t) for n, t in kind.subtabs.items()]
         self.pagination: Pagination | None = kind.pagination
+        self.next_json = (
+            compile_jsonpath(kind.pagination.next)
+            if kind.pagination is not None and kind.pagination.next and self.is_json
+            else None
+        )
         self.stop_json = (
-            jsonpath_parse(kind.pagination.stop.json_path)
+            compile_jsonpath(kind.pagination.stop.json_path)
             if kind.pagination is not None and kind.pagination.stop.json_path
             else None
         )
@@ -186,7 +194,7 @@ class CompiledKind:
             doc = _json(response)
             sel: Selector | None = None
             scopes = (
-                [Scope(url=base, selector=None, json=m.value) for m in self.each_json.find(doc)]
+                [Scope(url=base, selector=None, json=v) for v in self.each_json.find(doc)]
                 if self.each_json is not None
                 else [Scope(url=base, selector=None, json=doc)]
             )
@@ -267,9 +275,12 @@ class CompiledKind:
         if pg.max_pages is not None and page_no >= pg.max_pages:
             return []
         if pg.next is not None:
-            if sel is None:
+            if self.next_json is not None:  # a JSON page names its next URL by a JSON path
+                hrefs = [v for v in self.next_json.find(doc) if isinstance(v, str) and v]
+            elif sel is not None:
+                hrefs = _select_values(sel, pg.next)
+            else:
                 return []
-            hrefs = _select_values(sel, pg.next)
             return [
                 Link(self.name, urljoin(response.url, h.strip()), dict(carry)) for h in hrefs[:1]
             ]
@@ -277,7 +288,7 @@ class CompiledKind:
         if pg.stop.empty and n_records == 0:
             return []
         if self.stop_json is not None and doc is not None:
-            found = [m.value for m in self.stop_json.find(doc)]
+            found = self.stop_json.find(doc)
             if found and found[0] == pg.stop.equals:
                 return []
         assert pg.param is not None
@@ -334,9 +345,20 @@ def _select_values(sel: Selector, expr: str) -> list[str]:
     return (sel.xpath(expr) if _is_xpath(expr) else sel.css(expr)).getall()
 
 
-def _render_json(value: Any, ctx: Mapping[str, Any]) -> Any:
+def _compile_json(value: Any) -> Any:
+    """A JSON body template with every string compiled to a Template, once."""
     if isinstance(value, str):
-        return Template(value).render(ctx)
+        return Template(value)
+    if isinstance(value, list):
+        return [_compile_json(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _compile_json(v) for k, v in value.items()}
+    return value
+
+
+def _render_json(value: Any, ctx: Mapping[str, Any]) -> Any:
+    if isinstance(value, Template):
+        return value.render(ctx)
     if isinstance(value, list):
         return [_render_json(v, ctx) for v in value]
     if isinstance(value, dict):

@@ -1,0 +1,107 @@
+"""``framework new``: start a job from a template in ``templates/``.
+
+Templates are YAML specs with ``{{name}}``, ``{{source_type}}`` and ``{{start_url}}``
+placeholders. The result is validated before it is written; an existing job is never
+overwritten.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import click
+
+from framework.errors import UsageError
+from framework.project import find_root
+
+_PLACEHOLDER = re.compile(r"\{\{(name|source_type|start_url)\}\}")
+
+
+def template_dirs(root: Path) -> list[Path]:
+    """Where templates are looked for: the project's ``templates/``, then the ones
+    that ship next to the package (an installed copy), first hit wins per name."""
+    here = Path(__file__).resolve().parent.parent
+    return [root / "templates", here / "templates", here.parent / "templates"]
+
+
+def available_templates(root: Path) -> dict[str, Path]:
+    found: dict[str, Path] = {}
+    for folder in template_dirs(root):
+        if folder.is_dir():
+            for path in sorted(folder.glob("*.yaml")):
+                found.setdefault(path.stem, path)
+    return found
+
+
+def _first_line(path: Path) -> str:
+    for line in path.read_text(encoding="utf-8").splitlines():
+        text = line.lstrip("# ").strip()
+        if text:
+            return text
+    return ""
+
+
+@click.command("new")
+@click.argument("name", required=False)
+@click.option(
+    "--template",
+    "-t",
+    "template",
+    default="list-detail",
+    show_default=True,
+    help="Template name (see --list-templates).",
+)
+@click.option(
+    "--start-url",
+    default="https://example.org/",
+    show_default=True,
+    help="The job's first start URL.",
+)
+@click.option(
+    "--source-type", default=None, help="Dedupe key prefix (default: the name, lowercased)."
+)
+@click.option("--list-templates", is_flag=True, help="List the templates and exit.")
+def new(
+    name: str | None, template: str, start_url: str, source_type: str | None, list_templates: bool
+) -> None:
+    """Write projects/NAME/job.yaml from a template (never overwrites)."""
+    from framework.spec import load_spec
+    from framework.spec.models import JOB_NAME_RE
+
+    root = find_root()
+    templates = available_templates(root)
+    if list_templates:
+        for tname, path in templates.items():
+            click.echo(f"{tname:<22} {_first_line(path)}")
+        return
+    if not name:
+        raise UsageError("give the new job a NAME (or use --list-templates)")
+    if not JOB_NAME_RE.match(name):
+        raise UsageError(f"job name {name!r}: expected letters, digits, '_' or '-' (at most 64)")
+    if template not in templates:
+        known = ", ".join(templates) or "none found"
+        raise UsageError(f"no template {template!r} (known: {known})")
+    target = root / "projects" / name / "job.yaml"
+    if target.exists():
+        raise UsageError(f"{target} exists; not overwriting it")
+    st = source_type or re.sub(r"[^a-z0-9._-]", "-", name.lower())
+    values = {"name": name, "source_type": st, "start_url": start_url}
+    text = _PLACEHOLDER.sub(
+        lambda m: values[m.group(1)], templates[template].read_text(encoding="utf-8")
+    )
+    created = not target.parent.exists()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(".job.yaml.new")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        load_spec(tmp)  # a template that does not validate is a bug: say so, write nothing
+        with target.open("x", encoding="utf-8") as out:  # "x": never overwrite, even racing
+            out.write(text)
+    except FileExistsError:
+        raise UsageError(f"{target} exists; not overwriting it") from None
+    finally:
+        tmp.unlink(missing_ok=True)
+        if created and not target.exists():
+            target.parent.rmdir()
+    click.echo(f"wrote {target} (template {template}); check it with: framework validate {name}")

@@ -1,0 +1,275 @@
+"""Value normalisation and type conversion for extracted fields.
+
+Owns the rules that turn a raw extracted value (a string from HTML, or a JSON value)
+into the typed value of a field. Pure functions, no I/O, no pydantic: this runs for
+every field of every record. A converter returns the converted value or raises
+:class:`ConversionError` with a message meant for a human.
+
+Rules (documented in docs/spec-reference.md):
+
+* string: scalars become ``str``; JSON objects/arrays are kept as they are.
+* integer / number: the first numeric token of the text; currency symbols, letters,
+  ``%`` and spaces are dropped. Separators: when both ``.`` and ``,`` occur, the last
+  one is the decimal mark; a mark that occurs more than once is a thousands separator;
+  a single ``,`` followed by exactly three digits is a thousands separator, any other
+  single ``,`` a decimal mark; a single ``.`` is always a decimal mark; ``'``, spaces,
+  NBSP and thin spaces group thousands. A leading ``-`` or Unicode minus (not one
+  joining a word, as in ``A-12``) or parentheses ``(1,234)`` make it negative. An
+  integer must be integral (``12.0`` -> 12).
+* boolean: yes/no, true/false, 1/0, on/off, y/n (any case).
+* date: ISO ``YYYY-MM-DD`` out. In: ISO (a datetime's date part too), the field's
+  ``format`` (strptime), then ``DD.MM.YYYY``, ``DD/MM/YYYY``, ``YYYY/MM/DD``,
+  ``Month D, YYYY``, ``D Month YYYY`` (English month names, full or short).
+* datetime: ISO 8601 out. In: ISO (``Z`` allowed), ``format``, the date forms above
+  with ``HH:MM[:SS]``, a date alone (midnight), or a JSON number (Unix seconds, UTC).
+* url: whitespace stripped; resolved against the page URL when ``absolute``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from datetime import UTC, date, datetime
+from typing import Any
+from urllib.parse import urljoin
+
+__all__ = [
+    "CONVERTERS",
+    "ConversionError",
+    "Normaliser",
+    "to_boolean",
+    "to_date",
+    "to_datetime",
+    "to_integer",
+    "to_number",
+    "to_string",
+]
+
+
+class ConversionError(ValueError):
+    """A value that cannot become the field's type."""
+
+
+class Normaliser:
+    """String normalisation of one field, built once: whitespace, case, replacements."""
+
+    __slots__ = ("_collapse", "_lower", "_replace", "_strip", "identity")
+
+    _WS = re.compile(r"\s+")
+
+    def __init__(
+        self,
+        *,
+        strip: bool,
+        collapse: bool,
+        lowercase: bool,
+        replace: tuple[tuple[re.Pattern[str], str], ...] = (),
+    ) -> None:
+        self._strip = strip
+        self._collapse = collapse
+        self._lower = lowercase
+        self._replace = replace
+        self.identity = not (strip or collapse or lowercase or replace)
+
+    def __call__(self, s: str) -> str:
+        if self._collapse:
+            # str.split() splits on every Unicode space (NBSP too) and drops the ends
+            s = " ".join(s.split()) if self._strip else self._WS.sub(" ", s)
+        elif self._strip:
+            s = s.strip()
+        if self._lower:
+            s = s.lower()
+        for pattern, to in self._replace:
+            s = pattern.sub(to, s)
+        return s
+
+
+def to_string(value: Any, ctx: ConvertContext) -> Any:
+    if isinstance(value, str | dict | list):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))  # XPath numbers are floats: count(//tr) is "3", not "3.0"
+    return str(value)
+
+
+# a sign counts only when it does not join two words ("A-12" is not minus twelve)
+_NUM_TOKEN = re.compile(
+    r"\(?(?:(?<!\w)[-+\u2212])?\s?\d+(?:[.,]\d+|['\u00a0\u202f\u2009 ]\d{3}(?!\d))*"
+)
+_GROUPING = str.maketrans("", "", "'\u00a0\u202f\u2009 ")
+
+
+def _parse_number(text: str) -> int | float:
+    m = _NUM_TOKEN.search(text)
+    if m is None:
+        raise ConversionError(f"no number in {text!r}")
+    token = m.group(0)
+    negative = False
+    if token.startswith("("):
+        negative = text[m.end() :].lstrip().startswith(")") or text.rstrip().endswith(")")
+        token = token[1:]
+    token = token.translate(_GROUPING)
+    if token[0] in "-+\u2212":
+        negative = negative or token[0] != "+"
+        token = token[1:]
+    dots, commas = token.count("."), token.count(",")
+    if dots and commas:
+        if token.rfind(".") > token.rfind(","):
+            token = token.replace(",", "")
+        else:
+            token = token.replace(".", "").replace(",", ".")
+    elif commas:
+        head, _, tail = token.rpartition(",")
+        token = token.replace(",", "") if commas > 1 or len(tail) == 3 else f"{head}.{tail}"
+    elif dots > 1:
+        token = token.replace(".", "")
+    try:
+        number: int | float = int(token) if "." not in token else float(token)
+    except ValueError as exc:
+        raise ConversionError(f"not a number: {text!r}") from exc
+    return -number if negative else number
+
+
+def to_number(value: Any, ctx: ConvertContext) -> int | float:
+    if isinstance(value, bool):
+        raise ConversionError(f"not a number: {value!r}")
+    if isinstance(value, int | float):
+        return value
+    if not isinstance(value, str):
+        raise ConversionError(f"not a number: {value!r}")
+    return _parse_number(value)
+
+
+def to_integer(value: Any, ctx: ConvertContext) -> int:
+    number = to_number(value, ctx)
+    if isinstance(number, float):
+        if not number.is_integer():
+            raise ConversionError(f"not a whole number: {value!r}")
+        return int(number)
+    return number
+
+
+_TRUE = frozenset({"yes", "true", "1", "on", "y"})
+_FALSE = frozenset({"no", "false", "0", "off", "n"})
+
+
+def to_boolean(value: Any, ctx: ConvertContext) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    text = str(value).strip().lower()
+    if text in _TRUE:
+        return True
+    if text in _FALSE:
+        return False
+    raise ConversionError(f"not a yes/no value: {value!r}")
+
+
+_DATE_FORMATS = (
+    "%d.%m.%Y",
+    "%d/%m/%Y",
+    "%Y/%m/%d",
+    "%B %d, %Y",
+    "%b %d, %Y",
+    "%d %B %Y",
+    "%d %b %Y",
+)
+_TIME_SUFFIXES = (" %H:%M", " %H:%M:%S")
+_ORDINAL = re.compile(r"(?<=\d)(st|nd|rd|th)\b")
+
+
+def _strptime_any(text: str, formats: tuple[str, ...]) -> datetime | None:
+    for fmt in formats:
+        try:
+            return datetime.strptime(text, fmt)
+        except ValueError:
+            continue
+    return None
+
+
+def to_date(value: Any, ctx: ConvertContext) -> str:
+    if isinstance(value, datetime):
+        return value.date().isoformat()
+    if isinstance(value, date):
+        return value.isoformat()
+    if not isinstance(value, str):
+        raise ConversionError(f"not a date: {value!r}")
+    text = " ".join(value.split())
+    if len(text) == 10:
+        try:
+            return date.fromisoformat(text).isoformat()
+        except ValueError:
+            pass
+    if ctx.date_format is not None:
+        found = _strptime_any(text, (ctx.date_format,))
+        if found is not None:
+            return found.date().isoformat()
+    try:
+        return datetime.fromisoformat(text).date().isoformat()
+    except ValueError:
+        pass
+    found = _strptime_any(_ORDINAL.sub("", text), _DATE_FORMATS)
+    if found is None:
+        expected = f"{ctx.date_format!r} or " if ctx.date_format else ""
+        raise ConversionError(f"not a date: {value!r}; expected {expected}YYYY-MM-DD")
+    return found.date().isoformat()
+
+
+_DATETIME_FORMATS = tuple(d + t for d in ("%Y-%m-%d", *_DATE_FORMATS) for t in _TIME_SUFFIXES)
+
+
+def to_datetime(value: Any, ctx: ConvertContext) -> str:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return datetime.fromtimestamp(value, UTC).isoformat()
+    if not isinstance(value, str):
+        raise ConversionError(f"not a date-time: {value!r}")
+    text = " ".join(value.split())
+    try:
+        return datetime.fromisoformat(text).isoformat()
+    except ValueError:
+        pass
+    if ctx.date_format is not None:
+        found = _strptime_any(text, (ctx.date_format,))
+        if found is not None:
+            return found.isoformat()
+    text = _ORDINAL.sub("", text)
+    found = _strptime_any(text, _DATETIME_FORMATS) or _strptime_any(text, _DATE_FORMATS)
+    if found is None:
+        raise ConversionError(f"not a date-time: {value!r}; expected ISO 8601")
+    return found.isoformat()
+
+
+def to_url(value: Any, ctx: ConvertContext) -> str:
+    if not isinstance(value, str):
+        raise ConversionError(f"not a URL: {value!r}")
+    text = value.strip()
+    if ctx.absolute and ctx.base_url:
+        return urljoin(ctx.base_url, text)
+    return text
+
+
+class ConvertContext:
+    """What a converter may need beyond the value (set per field, base URL per call)."""
+
+    __slots__ = ("absolute", "base_url", "date_format")
+
+    def __init__(self, *, date_format: str | None, absolute: bool, base_url: str = "") -> None:
+        self.date_format = date_format
+        self.absolute = absolute
+        self.base_url = base_url
+
+
+CONVERTERS: dict[str, Callable[[Any, ConvertContext], Any]] = {
+    "string": to_string,
+    "integer": to_integer,
+    "number": to_number,
+    "boolean": to_boolean,
+    "date": to_date,
+    "datetime": to_datetime,
+    "url": to_url,
+}

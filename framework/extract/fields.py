@@ -1,0 +1,609 @@
+"""Field extraction: a spec's fields, compiled once, applied to every record.
+
+Owns how a :class:`~framework.spec.models.FieldSpec` finds its value in a record:
+sources tried in the order written (css, xpath, re over the element's text, url regex,
+embedded JSON, count, json path, const), normalisation, type conversion, min/max and
+nested groups of repeated rows. It must not fetch, log, or know about items, queues
+or the workspace: it returns an :class:`Extraction` and the spider decides.
+
+This is the hot path of every crawled record, so everything that can be prepared is
+prepared in :class:`FieldExtractor.__init__`: CSS is translated to XPath and compiled
+with lxml once, regexes and JSON paths are compiled once, and evaluation works on the
+lxml tree directly, without wrapping every match in a parsel ``Selector``.
+
+Selector results: an attribute or text node gives its string; an *element* gives its
+text content (all descendant text), not its HTML; a single-valued field takes the
+first match that is non-empty after normalisation.
+"""
+
+from __future__ import annotations
+
+import json as _json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from lxml import etree
+from parsel import Selector
+from parsel.csstranslator import HTMLTranslator
+
+from framework.extract.convert import CONVERTERS, ConversionError, ConvertContext, Normaliser
+
+if TYPE_CHECKING:  # the models import nothing from here; avoid a package import cycle
+    from framework.spec.models import FieldSpec
+
+__all__ = [
+    "CompiledField",
+    "Extraction",
+    "FieldExtractor",
+    "JsonPath",
+    "Scope",
+    "compile_css",
+    "compile_jsonpath",
+    "compile_regex",
+    "compile_selector",
+    "compile_xpath",
+    "extract_one",
+    "looks_like_xpath",
+]
+
+_EXSLT = {"re": "http://exslt.org/regular-expressions", "set": "http://exslt.org/sets"}
+_TRANSLATOR = HTMLTranslator()
+_STRING = etree.XPath("string()")
+
+
+@dataclass(slots=True)
+class Scope:
+    """Where a record's fields are looked for."""
+
+    url: str  # page URL: `url` regex source, absolute URL resolution
+    selector: Selector | None  # the record element (or whole page) for css/xpath/re/count
+    json: Any = None  # the record's JSON value (or whole doc) for `json` sources
+    page_text: str | None = None  # whole response text, for `embedded`
+    _text: str | None = field(default=None, init=False, repr=False)
+
+    def text(self) -> str:
+        """Text content of the scope element (computed once per scope), for `re`."""
+        if self._text is None:
+            if self.selector is not None:
+                root = self.selector.root
+                self._text = root if isinstance(root, str) else str(_STRING(root))
+            elif isinstance(self.json, str):
+                self._text = self.json
+            elif self.json is not None:  # a JSON record: its text, as the server sent it
+                self._text = _json.dumps(self.json, ensure_ascii=False)
+            else:
+                self._text = self.page_text or ""
+        return self._text
+
+
+@dataclass(slots=True)
+class Extraction:
+    values: dict[str, Any]  # converted values; absent fields: default, else None ([] for lists)
+    missing: list[str]  # required fields that found no usable value
+    fallbacks: list[tuple[str, int, str]]  # (field, index, source) a non-first source won
+    errors: list[tuple[str, str]]  # (field, message): conversion failed or out of min-max
+
+    @property
+    def complete(self) -> bool:
+        return not self.missing
+
+
+# ---------------------------------------------------------------- compile helpers
+
+
+def looks_like_xpath(expr: str) -> bool:
+    return expr.lstrip().startswith(("/", "(", "./", "../"))
+
+
+def compile_xpath(expr: str) -> etree.XPath:
+    """Compile an XPath (raises ``etree.XPathSyntaxError``/``XPathError``)."""
+    ns = {p: uri for p, uri in _EXSLT.items() if f"{p}:" in expr}
+    return etree.XPath(expr, namespaces=ns, smart_strings=False)
+
+
+def compile_css(expr: str) -> etree.XPath:
+    """Translate CSS (with parsel's ``::text``/``::attr(x)``) and compile it."""
+    return compile_xpath(_TRANSLATOR.css_to_xpath(expr))
+
+
+def compile_selector(expr: str) -> etree.XPath:
+    """A selector that may be either: XPath when it looks like one, else CSS."""
+    return compile_xpath(expr) if looks_like_xpath(expr) else compile_css(expr)
+
+
+def compile_regex(expr: str) -> tuple[re.Pattern[str], int | str]:
+    """Compile a value regex and pick its group: ``value`` if named, else 1, else 0."""
+    pattern = re.compile(expr)
+    group: int | str = "value" if "value" in pattern.groupindex else (1 if pattern.groups else 0)
+    return pattern, group
+
+
+_SIMPLE_STEP = re.compile(
+    r"""\.([A-Za-z_][\w-]*)|\[(-?\d+)\]|(\[\*\]|\.\*)|\[['"]([^'"\]]+)['"]\]"""
+)
+
+
+class JsonPath:
+    """A compiled JSON path. Plain child/index/wildcard paths (``$.a.b[0].c``,
+    ``$.rows[*]``) are walked natively; anything else goes through jsonpath-ng's
+    extended parser (filters, slices, recursive descent)."""
+
+    __slots__ = ("_ng", "_steps", "text")
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self._steps = self._simple(text)
+        self._ng: Any = None
+        if self._steps is None:
+            from jsonpath_ng.ext import parse  # slow to import; only when needed
+
+            self._ng = parse(text)
+
+    @staticmethod
+    def _simple(text: str) -> list[tuple[int, Any]] | None:
+        body = text.strip()
+        if body.startswith("$"):
+            body = body[1:]
+        elif body and body[0] not in ".[":
+            body = "." + body
+        steps: list[tuple[int, Any]] = []
+        pos = 0
+        while pos < len(body):
+            m = _SIMPLE_STEP.match(body, pos)
+            if m is None:
+                return None
+            name, index, _star, quoted = m.groups()
+            if name is not None or quoted is not None:
+                steps.append((0, name if name is not None else quoted))
+            elif index is not None:
+                steps.append((1, int(index)))
+            else:
+                steps.append((2, None))
+            pos = m.end()
+        return steps
+
+    def find(self, doc: Any) -> list[Any]:
+        if self._steps is None:
+            return [m.value for m in self._ng.find(doc)]
+        current = [doc]
+        for kind, arg in self._steps:
+            nxt: list[Any] = []
+            for v in current:
+                if kind == 0:
+                    if isinstance(v, dict) and arg in v:
+                        nxt.append(v[arg])
+                elif kind == 1:
+                    if isinstance(v, list) and -len(v) <= arg < len(v):
+                        nxt.append(v[arg])
+                elif isinstance(v, list):
+                    nxt.extend(v)
+                elif isinstance(v, dict):
+                    nxt.extend(v.values())
+            current = nxt
+            if not current:
+                break
+        return current
+
+
+def compile_jsonpath(expr: str) -> JsonPath:
+    """Compile a JSON path (raises on a syntax error)."""
+    return JsonPath(expr)
+
+
+# ---------------------------------------------------------------- sources
+
+
+def _empty(value: Any) -> bool:
+    return value is None or value == "" or (isinstance(value, list | dict) and not value)
+
+
+def _node_value(node: Any) -> Any:
+    if isinstance(node, str):
+        return node
+    if isinstance(node, bool | float):
+        return node
+    try:
+        return str(_STRING(node))
+    except TypeError:  # a comment or processing instruction
+        return str(getattr(node, "text", "") or "")
+
+
+class _Source:
+    """One compiled source. ``first`` gives the first usable raw value or None,
+    ``all`` every usable raw value; strings come back normalised."""
+
+    __slots__ = ("label",)
+    label: str
+
+    def first(self, scope: Scope, norm: Normaliser) -> Any:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def all(self, scope: Scope, norm: Normaliser) -> list[Any]:  # pragma: no cover
+        raise NotImplementedError
+
+
+def _norm(value: Any, norm: Normaliser) -> Any:
+    if isinstance(value, str) and not norm.identity:
+        return norm(value)
+    return value
+
+
+class _XPathSource(_Source):
+    __slots__ = ("xp",)
+
+    def __init__(self, label: str, xp: etree.XPath) -> None:
+        self.label = label
+        self.xp = xp
+
+    def _nodes(self, scope: Scope) -> list[Any]:
+        sel = scope.selector
+        if sel is None:
+            return []
+        root = sel.root
+        if isinstance(root, str) or root is None:
+            return []
+        result = self.xp(root)
+        return result if isinstance(result, list) else [result]
+
+    def first(self, scope: Scope, norm: Normaliser) -> Any:
+        for node in self._nodes(scope):
+            value = _norm(_node_value(node), norm)
+            if not _empty(value):
+                return value
+        return None
+
+    def all(self, scope: Scope, norm: Normaliser) -> list[Any]:
+        out = []
+        for node in self._nodes(scope):
+            value = _norm(_node_value(node), norm)
+            if not _empty(value):
+                out.append(value)
+        return out
+
+
+class _CountSource(_XPathSource):
+    __slots__ = ()
+
+    def first(self, scope: Scope, norm: Normaliser) -> Any:
+        if scope.selector is None:
+            return None
+        return len(self._nodes(scope))
+
+    def all(self, scope: Scope, norm: Normaliser) -> list[Any]:
+        value = self.first(scope, norm)
+        return [] if value is None else [value]
+
+
+class _RegexSource(_Source):
+    __slots__ = ("group", "on_url", "pattern")
+
+    def __init__(self, label: str, expr: str, *, on_url: bool) -> None:
+        self.label = label
+        self.pattern, self.group = compile_regex(expr)
+        self.on_url = on_url
+
+    def first(self, scope: Scope, norm: Normaliser) -> Any:
+        text = scope.url if self.on_url else scope.text()
+        for m in self.pattern.finditer(text):
+            value = _norm(m.group(self.group), norm)
+            if not _empty(value):
+                return value
+        return None
+
+    def all(self, scope: Scope, norm: Normaliser) -> list[Any]:
+        text = scope.url if self.on_url else scope.text()
+        out = []
+        for m in self.pattern.finditer(text):
+            value = _norm(m.group(self.group), norm)
+            if not _empty(value):
+                out.append(value)
+        return out
+
+
+class _JsonSource(_Source):
+    __slots__ = ("path",)
+
+    def __init__(self, label: str, expr: str) -> None:
+        self.label = label
+        self.path = compile_jsonpath(expr)
+
+    def _values(self, doc: Any, many: bool) -> list[Any]:
+        if doc is None:
+            return []
+        found = self.path.find(doc)
+        if many and len(found) == 1 and isinstance(found[0], list):
+            return found[0]
+        return found
+
+    def first(self, scope: Scope, norm: Normaliser) -> Any:
+        for value in self._values(scope.json, False):
+            value = _norm(value, norm)
+            if not _empty(value):
+                return value
+        return None
+
+    def all(self, scope: Scope, norm: Normaliser) -> list[Any]:
+        out = []
+        for value in self._values(scope.json, True):
+            value = _norm(value, norm)
+            if not _empty(value):
+                out.append(value)
+        return out
+
+
+class _EmbeddedSource(_JsonSource):
+    """A regex over the page text whose group holds JSON, then a JSON path into it.
+    The parsed document is kept for the page, so every record of it parses once."""
+
+    __slots__ = ("_doc", "_last", "group", "pattern")
+
+    def __init__(self, label: str, regex: str, path: str) -> None:
+        super().__init__(label, path)
+        self.pattern = re.compile(regex, re.DOTALL)
+        gi = self.pattern.groupindex
+        self.group: int | str = "json" if "json" in gi else (1 if self.pattern.groups else 0)
+        self._last: str | None = None
+        self._doc: Any = None
+
+    def _document(self, scope: Scope) -> Any:
+        text = scope.page_text
+        if text is None:
+            return None
+        if text is not self._last:
+            doc = None
+            m = self.pattern.search(text)
+            if m is not None:
+                try:
+                    doc = _json.loads(m.group(self.group))
+                except ValueError:
+                    doc = None
+            self._last, self._doc = text, doc
+        return self._doc
+
+    def first(self, scope: Scope, norm: Normaliser) -> Any:
+        for value in self._values(self._document(scope), False):
+            value = _norm(value, norm)
+            if not _empty(value):
+                return value
+        return None
+
+    def all(self, scope: Scope, norm: Normaliser) -> list[Any]:
+        out = []
+        for value in self._values(self._document(scope), True):
+            value = _norm(value, norm)
+            if not _empty(value):
+                out.append(value)
+        return out
+
+
+class _ConstSource(_Source):
+    __slots__ = ("value",)
+
+    def __init__(self, label: str, value: Any) -> None:
+        self.label = label
+        self.value = value
+
+    def first(self, scope: Scope, norm: Normaliser) -> Any:
+        return self.value
+
+    def all(self, scope: Scope, norm: Normaliser) -> list[Any]:
+        v = self.value
+        return list(v) if isinstance(v, list) else [v]
+
+
+def _compile_source(kind: str, expr: Any) -> _Source:
+    if kind == "embedded":
+        regex = str(expr.get("re") if isinstance(expr, dict) else expr.re)
+        path = str(expr.get("path", "$") if isinstance(expr, dict) else expr.path)
+        return _EmbeddedSource(f"embedded: {regex} -> {path}", regex, path)
+    label = f"{kind}: {expr}"
+    if kind == "css":
+        return _XPathSource(label, compile_css(expr))
+    if kind == "xpath":
+        return _XPathSource(label, compile_xpath(expr))
+    if kind == "count":
+        return _CountSource(label, compile_selector(expr))
+    if kind in ("re", "url"):
+        return _RegexSource(label, expr, on_url=kind == "url")
+    if kind == "json":
+        return _JsonSource(label, expr)
+    if kind == "const":
+        return _ConstSource(label, expr)
+    raise ValueError(f"unknown source kind {kind!r}")
+
+
+# ---------------------------------------------------------------- fields
+
+FOUND, NOTHING, FAILED = 0, 1, 2
+
+
+class CompiledField:
+    """One field, ready to run: its sources, normaliser, converter and limits."""
+
+    __slots__ = (
+        "_child",
+        "_convert",
+        "_ctx",
+        "_each_json",
+        "_each_xp",
+        "_needs_base",
+        "default",
+        "has_default",
+        "many",
+        "max",
+        "min",
+        "name",
+        "norm",
+        "required",
+        "sources",
+    )
+
+    def __init__(self, name: str, spec: FieldSpec) -> None:
+        self.name = name
+        self.required = spec.required
+        self.default = spec.default
+        self.has_default = spec.default is not None
+        self.many = spec.many
+        self.min = spec.min
+        self.max = spec.max
+        self.norm = Normaliser(
+            strip=spec.strip,
+            collapse=spec.collapse,
+            lowercase=spec.lowercase,
+            replace=tuple((re.compile(r.pattern), r.to) for r in spec.replace),
+        )
+        self.sources = tuple(_compile_source(s.kind, s.expr) for s in spec.sources)
+        type_name = spec.type.value
+        self._convert = None if type_name == "string" else CONVERTERS[type_name]
+        self._needs_base = type_name == "url"
+        self._ctx = ConvertContext(date_format=spec.date_format, absolute=spec.absolute)
+        self._child: FieldExtractor | None = None
+        self._each_xp: etree.XPath | None = None
+        self._each_json: JsonPath | None = None
+        if spec.fields is not None and spec.each is not None:
+            self._child = FieldExtractor(spec.fields)
+            each = spec.each
+            if each.lstrip().startswith("$"):
+                self._each_json = compile_jsonpath(each)
+            else:
+                self._each_xp = compile_selector(each)
+                try:
+                    self._each_json = compile_jsonpath(each)
+                except Exception:  # not a JSON path too: only HTML rows then
+                    self._each_json = None
+
+    def _convert_one(self, value: Any, url: str) -> Any:
+        if self._convert is None:
+            if isinstance(value, str | dict | list):
+                return value
+            return CONVERTERS["string"](value, self._ctx)
+        ctx = self._ctx
+        if self._needs_base:
+            ctx.base_url = url
+        value = self._convert(value, ctx)
+        if (self.min is not None and value < self.min) or (
+            self.max is not None and value > self.max
+        ):
+            raise ConversionError(f"{value!r} is outside [{self.min}, {self.max}]")
+        return value
+
+    def run(self, scope: Scope) -> tuple[int, Any, int]:
+        """(FOUND, value, source index) | (NOTHING, None, -1) | (FAILED, message, index)."""
+        if self._child is not None:
+            return self._rows(scope)
+        norm = self.norm
+        for index, source in enumerate(self.sources):
+            if self.many:
+                raw = source.all(scope, norm)
+                if not raw:
+                    continue
+                try:
+                    return FOUND, [self._convert_one(v, scope.url) for v in raw], index
+                except ConversionError as exc:
+                    return FAILED, str(exc), index
+            value = source.first(scope, norm)
+            if value is None or value == "":
+                continue
+            try:
+                return FOUND, self._convert_one(value, scope.url), index
+            except ConversionError as exc:
+                return FAILED, str(exc), index
+        return NOTHING, None, -1
+
+    def _rows(self, scope: Scope) -> tuple[int, Any, int]:
+        child = self._child
+        assert child is not None
+        children: list[Scope]
+        if scope.selector is not None and self._each_xp is not None:
+            root = scope.selector.root
+            nodes = [] if isinstance(root, str) else self._each_xp(root)
+            children = [
+                Scope(scope.url, Selector(root=n, type="html"), None, scope.page_text)
+                for n in nodes
+                if not isinstance(n, str | bool | float)
+            ]
+        elif scope.json is not None and self._each_json is not None:
+            children = [
+                Scope(scope.url, None, v, scope.page_text) for v in self._each_json.find(scope.json)
+            ]
+        else:
+            children = []
+        if not children:
+            return NOTHING, None, -1
+        return FOUND, [child.extract(c) for c in children], 0
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        return tuple(s.label for s in self.sources)
+
+
+class FieldExtractor:
+    """All fields of one record kind, compiled once; ``extract`` runs them on a scope."""
+
+    __slots__ = ("_fields",)
+
+    def __init__(self, fields: Mapping[str, FieldSpec]) -> None:
+        self._fields = tuple(CompiledField(name, spec) for name, spec in fields.items())
+
+    def extract(self, scope: Scope) -> Extraction:
+        values: dict[str, Any] = {}
+        missing: list[str] = []
+        fallbacks: list[tuple[str, int, str]] = []
+        errors: list[tuple[str, str]] = []
+        for cf in self._fields:
+            outcome, value, index = cf.run(scope)
+            if outcome == FOUND:
+                name = cf.name
+                if cf._child is not None:
+                    rows = []
+                    for i, sub in enumerate(value):
+                        rows.append(sub.values)
+                        prefix = f"{name}[{i}]."
+                        missing.extend(prefix + m for m in sub.missing)
+                        fallbacks.extend((prefix + f, j, s) for f, j, s in sub.fallbacks)
+                        errors.extend((prefix + f, msg) for f, msg in sub.errors)
+                    values[name] = rows
+                    continue
+                values[name] = value
+                if index > 0:
+                    fallbacks.append((name, index, cf.sources[index].label))
+            elif outcome == NOTHING:
+                if cf.has_default:
+                    values[cf.name] = cf.default
+                else:
+                    # Every record has every field: an absent value is an explicit null
+                    # (an empty list for lists), never invented, and the shape is stable.
+                    values[cf.name] = [] if cf.many or cf._child is not None else None
+                    if cf.required:
+                        missing.append(cf.name)
+            else:
+                values[cf.name] = None
+                errors.append((cf.name, value))
+                if cf.required:
+                    missing.append(cf.name)
+        return Extraction(values, missing, fallbacks, errors)
+
+
+_ONE_CACHE: dict[int, tuple[FieldSpec, CompiledField]] = {}
+
+
+def extract_one(spec: FieldSpec, scope: Scope, name: str = "id") -> tuple[Any, int, str | None]:
+    """Extract a single field: ``(value or None, source index or -1, error or None)``.
+
+    Compiled fields are cached per spec object, so calling this per record is cheap.
+    """
+    hit = _ONE_CACHE.get(id(spec))
+    if hit is None or hit[0] is not spec:
+        hit = (spec, CompiledField(name, spec))
+        _ONE_CACHE[id(spec)] = hit
+    cf = hit[1]
+    outcome, value, index = cf.run(scope)
+    if outcome == FOUND:
+        if cf._child is not None:
+            return [sub.values for sub in value], index, None
+        return value, index, None
+    if outcome == NOTHING:
+        return (cf.default if cf.has_default else None), -1, None
+    return None, index, value

@@ -1,0 +1,172 @@
+"""The small template language of URL, body and dedupe-key templates.
+
+``{name}`` substitutes a value of the record; ``{name|slug}``, ``|lower``, ``|upper``,
+``|hash`` (a stable 16-hex-digit sha1 prefix) and ``|strip`` filter it, and filters chain
+left to right (``{title|lower|slug}``). ``{{`` and ``}}`` are literal braces.
+
+A :class:`Template` is compiled once (syntax and filter names are checked then) and
+rendered many times; rendering is a loop over pre-split parts. A name that is absent
+(or ``None``) in the render context raises :class:`MissingValue`, which the runtime turns
+into a typed row error. This module owns the syntax only; which names a spec may use is
+checked by :mod:`framework.spec.validate`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import unicodedata
+from collections.abc import Callable, Mapping
+from typing import Any
+from urllib.parse import quote as _urlquote
+
+from framework.errors import FrameworkError
+
+__all__ = ["FILTERS", "MissingValue", "Template", "TemplateError", "slug"]
+
+
+class TemplateError(FrameworkError):
+    """A template that cannot be compiled (bad braces, unknown filter) or rendered."""
+
+    def __init__(self, message: str, *, offset: int = 0) -> None:
+        self.offset = offset  # 0-based character offset in the template text
+        super().__init__(message)
+
+
+class MissingValue(TemplateError):
+    """The render context has no value for a name the template uses."""
+
+    def __init__(self, name: str, template: str) -> None:
+        self.name = name
+        self.template = template
+        super().__init__(f"template {template!r} needs a value for {{{name}}}, the record has none")
+
+
+_SLUG_DROP = re.compile(r"[\W_]+")
+
+
+def slug(value: str) -> str:
+    """Lowercase words joined by ``-``; accents dropped, non-Latin letters kept."""
+    text = unicodedata.normalize("NFKD", value)
+    text = "".join(c for c in text if not unicodedata.combining(c))
+    return _SLUG_DROP.sub("-", text.lower()).strip("-")
+
+
+def _hash(value: str) -> str:
+    return hashlib.sha1(value.encode("utf-8"), usedforsecurity=False).hexdigest()[:16]
+
+
+FILTERS: dict[str, Callable[[str], str]] = {
+    "slug": slug,
+    "lower": str.lower,
+    "lowercase": str.lower,
+    "upper": str.upper,
+    "uppercase": str.upper,
+    "hash": _hash,
+    "strip": str.strip,
+}
+
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+# Characters of a URL that stay as they are when a whole URL is substituted at the start.
+_URL_SAFE = ":/?#[]@!$&'()*+,;=%~"
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+class Template:
+    """A compiled template. ``names`` is the set of names it references."""
+
+    __slots__ = ("_parts", "names", "text")
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        # each part: a literal str, or (name, filters, at_start)
+        parts: list[str | tuple[str, tuple[Callable[[str], str], ...], bool]] = []
+        names: set[str] = set()
+        literal: list[str] = []
+        i, n = 0, len(text)
+        while i < n:
+            c = text[i]
+            if c == "{":
+                if text.startswith("{{", i):
+                    literal.append("{")
+                    i += 2
+                    continue
+                end = text.find("}", i + 1)
+                if end < 0:
+                    raise TemplateError(f"unclosed '{{' in template {text!r}", offset=i)
+                body = text[i + 1 : end]
+                if "{" in body:
+                    raise TemplateError(f"'{{' inside a placeholder in {text!r}", offset=i)
+                name, *filter_names = (p.strip() for p in body.split("|"))
+                if not _NAME.match(name):
+                    raise TemplateError(
+                        f"placeholder {{{body}}} does not name a field (letters, digits, '_')",
+                        offset=i,
+                    )
+                filters = []
+                for fname in filter_names:
+                    fn = FILTERS.get(fname)
+                    if fn is None:
+                        known = ", ".join(sorted(FILTERS))
+                        raise TemplateError(
+                            f"unknown filter {fname!r} in {{{body}}} (known: {known})", offset=i
+                        )
+                    filters.append(fn)
+                if literal:
+                    parts.append("".join(literal))
+                    literal = []
+                parts.append((name, tuple(filters), not parts))
+                names.add(name)
+                i = end + 1
+            elif c == "}":
+                if text.startswith("}}", i):
+                    literal.append("}")
+                    i += 2
+                    continue
+                raise TemplateError(f"single '}}' in template {text!r} (write '}}}}')", offset=i)
+            else:
+                literal.append(c)
+                i += 1
+        if literal:
+            parts.append("".join(literal))
+        self._parts = tuple(parts)
+        self.names = frozenset(names)
+
+    def render(self, context: Mapping[str, Any], *, quote: bool = False) -> str:
+        """Substitute ``context`` values. ``quote`` URL-quotes each substituted value
+        (a value at the very start of the template keeps URL punctuation, so that
+        ``{detail_url}/tab`` works)."""
+        out: list[str] = []
+        for part in self._parts:
+            if isinstance(part, str):
+                out.append(part)
+                continue
+            name, filters, at_start = part
+            value = context.get(name)
+            if value is None:
+                raise MissingValue(name, self.text)
+            s = _text(value)
+            for fn in filters:
+                s = fn(s)
+            if quote:
+                s = _urlquote(s, safe=_URL_SAFE if at_start else "")
+            out.append(s)
+        return "".join(out)
+
+    def __repr__(self) -> str:
+        return f"Template({self.text!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Template) and other.text == self.text
+
+    def __hash__(self) -> int:
+        return hash(self.text)

@@ -1,0 +1,290 @@
+"""Semantic checks after the models parse (framework.spec.validate)."""
+
+# ruff: noqa: E501  (YAML fixtures and full problem lines read best unwrapped)
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from framework.errors import SpecError
+from framework.spec import load_spec
+
+HEAD = """\
+name: cases
+source_type: demo
+start_urls: [http://127.0.0.1:8800/cases]
+"""
+
+
+def problems(tmp_path: Path, body: str) -> list[str]:
+    spec = tmp_path / "job.yaml"
+    spec.write_text(HEAD + textwrap.dedent(body))
+    try:
+        load_spec(spec)
+    except SpecError as exc:
+        return [
+            f"{p.line}:{p.col}: {p.what}" + (f"; expected {p.expected}" if p.expected else "")
+            for p in exc.problems
+        ]
+    return []
+
+
+def test_a_full_short_form_spec_is_valid(tmp_path: Path) -> None:
+    assert (
+        problems(
+            tmp_path,
+            """
+        render: playwright
+        list:
+          each: "table.cases tr"
+          follow: "a.detail::attr(href)"
+          next: {param: page, max_pages: 7}
+          fields: {court: "td.court::text"}
+        detail:
+          id: {css: "#case-number::text", required: true}
+          fields:
+            title: {css: "h1::text", required: true}
+            filed: {css: ".filed::text", type: date, format: "%d.%m.%Y"}
+            amount: {css: ".amount::text", xpath: "//span[@data-field='amount']/text()", type: number, min: 0}
+            number: {re: 'Case (\\d+)', url: '/cases/(?P<value>\\d+)'}
+            state: {embedded: {re: 'STATE = (\\{.*?\\});', path: "$.state"}}
+            parties: {each: "table.parties tr", fields: {name: "td::text"}}
+          subtabs:
+            rulings: {url: "/cases/{id}/tab/rulings?court={court|slug}", format: json, each: "$.rows[*]", fields: {d: {json: "$.date", type: date}}}
+            notes:
+              url: "/cases/tab/notes"
+              method: POST
+              body: {json: {case: "{id}", meta: ["{title|lower}"]}}
+              fields: {text: "p::text"}
+        key: {template: "{source_type}:{court|slug}/{id}", lowercase: true}
+        ship: {endpoint: "http://127.0.0.1:9000/v1/items", fallback_path: /items}
+        settings: {DOWNLOAD_DELAY: 0.5}
+        """,
+        )
+        == []
+    )
+
+
+def test_general_form_chain_to_any_depth_is_valid(tmp_path: Path) -> None:
+    assert (
+        problems(
+            tmp_path,
+            """
+        start: categories
+        pages:
+          categories:
+            follow: {css: "a.cat::attr(href)", to: listing}
+          listing:
+            each: "li.item"
+            fields: {category: "h2::text"}
+            follow: [{pattern: '/items/\\d+$', to: item}]
+            pagination: {next: "a[rel=next]::attr(href)"}
+          item:
+            id: {css: ".sku::text"}
+            fields: {name: "h1::text"}
+            subtabs:
+              stock: {url: "/stock/{category|slug}/{id}", format: json, fields: {n: {json: "$.n", type: integer}}}
+          api:
+            format: json
+            each: "$.items[*]"
+            id: {json: "$.id"}
+            pagination: {param: offset, start: 0, step: 50, stop: {json: "$.more", equals: false}}
+        """.replace("          api:", "          api:").replace(
+                "follow: [{pattern", "follow: [{css: 'a.api::attr(href)', to: api}, {pattern"
+            ),
+        )
+        == []
+    )
+
+
+def test_css_that_looks_like_xpath_gets_a_hint(tmp_path: Path) -> None:
+    got = problems(tmp_path, "detail:\n  id: {css: '//h1/text()'}\n")
+    assert len(got) == 1
+    assert "write it under `xpath:`" in got[0]
+
+
+def test_unreachable_kind_and_bad_start(tmp_path: Path) -> None:
+    got = problems(
+        tmp_path,
+        """
+        pages:
+          list: {each: tr, id: "td::text"}
+          orphan: {id: "h1::text"}
+        """,
+    )
+    assert got == [
+        "7:3: page kind 'orphan' is never reached; expected `start: orphan` or a follow rule `to: orphan`"
+    ]
+    got = problems(tmp_path, "start: nope\npages:\n  list: {id: 'h1::text'}\n")
+    assert got == ["4:8: start kind 'nope' is not a page kind; expected one of: list"]
+
+
+def test_job_without_items_is_refused(tmp_path: Path) -> None:
+    got = problems(tmp_path, "list: {each: tr, fields: {a: 'td::text'}}\n")
+    assert any("emits no items" in p for p in got)
+
+
+def test_pagination_must_stop(tmp_path: Path) -> None:
+    got = problems(
+        tmp_path,
+        """
+        pages:
+          list:
+            each: tr
+            id: "td::text"
+            pagination: {param: page, step: 0, stop: {empty: false}}
+        """,
+    )
+    assert "9:37: pagination step 0; expected 1 or more" in got
+    assert any("this pagination never stops" in p for p in got)
+
+
+def test_stop_on_empty_needs_records_and_json_stop_needs_json(tmp_path: Path) -> None:
+    got = problems(
+        tmp_path,
+        """
+        pages:
+          page:
+            id: "h1::text"
+            pagination: {param: p, stop: {json: "$.more"}}
+        """,
+    )
+    assert any("a JSON stop flag on an HTML page" in p for p in got)
+    assert any("`stop: empty` needs `each`" in p for p in got)
+
+
+def test_templates_may_use_fields_carried_from_earlier_kinds_only(tmp_path: Path) -> None:
+    body = """
+        list:
+          each: tr
+          follow: "a::attr(href)"
+          fields: {court: "td.court::text"}
+        detail:
+          id: "#id::text"
+          subtabs:
+            t: {url: "/t/{court}/{id}/{url}", fields: {x: "p::text"}}
+            u: {url: "/t/{judge}", fields: {x: "p::text"}, method: POST, body: {form: {a: "{nope|slug}"}}}
+        """
+    got = problems(tmp_path, body)
+    assert got == [
+        "13:14: URL template '/t/{judge}' names unknown field 'judge'; expected one of: court, id, source_id, source_type, url",
+        "13:83: body template '{nope|slug}' names unknown field 'nope'; expected one of: court, id, source_id, source_type, url",
+    ]
+
+
+def test_field_level_checks(tmp_path: Path) -> None:
+    got = problems(
+        tmp_path,
+        """
+        detail:
+          id: "#id::text"
+          fields:
+            a: {css: h1, format: "%Y"}
+            b: {css: h1, type: date, format: "YYYY"}
+            c: {css: h1, min: 1}
+            d: {css: h1, type: number, min: 5, max: 1}
+            e: {css: h1, type: integer, default: many}
+            f: {css: h1, each: tr}
+            g: {re: '(\\d*)'}
+            h: {embedded: {re: 'x = (.*);', pathh: "$.a"}}
+            i: {css: h1, replace: [{pattern: "(", to: ""}]}
+            source_id: "h2::text"
+        """,
+    )
+    text = "\n".join(got)
+    for fragment in (
+        "`format` on a field of type string",
+        "date format 'YYYY' has no % directive",
+        "`min` on a field of type string",
+        "max 1 is below min 5",
+        "default 'many' is not a integer",
+        "`each` without `fields`",
+        "matches the empty string",
+        "unknown key 'pathh' in `embedded`",
+        "invalid regex '('",
+        "field name 'source_id' is reserved",
+    ):
+        assert fragment in text, fragment
+
+
+def test_json_pages_take_json_paths_and_html_pages_do_not(tmp_path: Path) -> None:
+    got = problems(
+        tmp_path,
+        """
+        pages:
+          api:
+            format: json
+            each: "table tr"
+            id: "h1::text"
+            fields:
+              b: {count: "li"}
+          html:
+            id: {json: "$.id"}
+        """.replace("            id: {json", "            id: {json").replace(
+            "          html:", "          html:"
+        )
+        + "start: api\n",
+    )
+    text = "\n".join(got)
+    assert "invalid JSON path 'table tr'" in text
+    assert "a bare string is a CSS selector, but this page is `format: json`" in text
+    assert "a `count` selector on a `format: json` page" in text
+    assert "a `json` path on an HTML page" in text
+
+
+def test_urls_domains_settings_and_ship(tmp_path: Path) -> None:
+    spec = tmp_path / "job.yaml"
+    spec.write_text(
+        "name: cases\nsource_type: demo\nstart_urls: ['http:///nohost', 'mailto:a@b']\n"
+        "allowed_domains: ['http://example.org']\n"
+        "detail: {id: 'h1::text'}\nsettings: {download_delay: 1}\n"
+        "ship: {endpoint: 'ftp://x', fallback_path: items}\n"
+    )
+    with pytest.raises(SpecError) as info:
+        load_spec(spec)
+    got = [(p.line, p.col, p.what.split(" ")[0]) for p in info.value.problems]
+    assert got == [
+        (3, 14, "start"),
+        (3, 32, "start"),
+        (4, 19, "allowed"),
+        (6, 12, "setting"),
+        (7, 18, "ship"),
+        (7, 44, "fallback"),
+    ]
+
+
+def test_kind_names_and_subtab_names(tmp_path: Path) -> None:
+    got = problems(
+        tmp_path,
+        """
+        pages:
+          Detail:
+            id: "h1::text"
+            fields: {t: "p::text"}
+            subtabs:
+              t: {url: "/x/{id}", fields: {a: "p::text"}}
+        """,
+    )
+    text = "\n".join(got)
+    assert "page kind name 'Detail'" in text
+    assert "sub-tab 't' has the name of a field" in text
+
+
+def test_near_misses_of_scrapy_settings_are_caught(tmp_path: Path) -> None:
+    got = problems(
+        tmp_path,
+        """
+        detail: {id: "h1::text"}
+        settings:
+          DOWNLOAD_DELAYY: 1
+          CONCURRENT_REQUESTS_PER_DOMAIN: 2
+          FRAMEWORK_MAX_REQUESTS: 10
+          SOME_PLUGIN_OPTION: true
+        """,
+    )
+    assert got == [
+        "7:3: unknown Scrapy setting 'DOWNLOAD_DELAYY' (did you mean 'DOWNLOAD_DELAY'?); expected 'DOWNLOAD_DELAY'"
+    ]
