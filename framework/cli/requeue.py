@@ -1,0 +1,64 @@
+"""`framework requeue <job>`: put rows back to pending so the next crawl fetches them.
+
+Owns the command only; the selection is :class:`framework.workspace.RequeueFilter` and
+the update is the store's (one transaction). It holds the workspace's ``crawl`` lock
+while it runs, so it never races a running crawl (a held lock is exit 3), and records
+what it did as a ``requeued`` event in ``events.jsonl``.
+"""
+
+from __future__ import annotations
+
+import click
+
+from framework.cli.status import open_job_workspace, recorded_max_attempts
+from framework.workspace.sqlite import utc_now
+from framework.workspace.store import RequeueFilter
+
+
+@click.command("requeue")
+@click.argument("job")
+@click.option("--errors", is_flag=True, help="Rows in status error (the default).")
+@click.option("--exhausted", is_flag=True, help="Error rows the next run would not retry.")
+@click.option("--kind", default=None, help="Only rows of this kind (e.g. detail, detail.rulings).")
+@click.option("--url-contains", "url_contains", default=None, help="Only rows whose URL has S.")
+@click.option(
+    "--workspace", "workspace", default=None, help="Workspace folder (default var/<job>)."
+)
+def requeue(
+    job: str,
+    errors: bool,
+    exhausted: bool,
+    kind: str | None,
+    url_contains: str | None,
+    workspace: str | None,
+) -> int:
+    """Put matching rows back to pending with a fresh attempt budget.
+
+    All given conditions must hold. Without any option, error rows are requeued;
+    --kind or --url-contains alone also match ok rows (to fetch them again on purpose).
+    """
+    if not (errors or exhausted or kind or url_contains):
+        errors = True
+    which = RequeueFilter(errors=errors, exhausted=exhausted, kind=kind, url_contains=url_contains)
+    with open_job_workspace(job, workspace, readonly=False) as ws, ws.lock("crawl"):
+        max_attempts = recorded_max_attempts(ws)
+        count = ws.store.requeue(which, max_attempts)
+        ws.events.append(
+            {
+                "event": "requeued",
+                "time": utc_now(),
+                "count": count,
+                "filter": {
+                    "errors": errors,
+                    "exhausted": exhausted,
+                    "kind": kind,
+                    "url_contains": url_contains,
+                },
+                "max_attempts": max_attempts,
+            }
+        )
+    click.echo(f"requeued {count} rows")
+    return 0
+
+
+__all__ = ["requeue"]

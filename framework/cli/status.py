@@ -1,0 +1,141 @@
+"""`framework status <job>`: what is done, pending and misbehaving, from the workspace.
+
+Owns the rendering of :func:`framework.workspace.status.build_status` (a table, or the
+same dict as one JSON object with ``--json``). It reads the workspace only: no spec is
+needed (the job name is the folder under ``var/``; ``max_attempts`` is what the crawl
+recorded in the workspace's meta), no network, and it works while a crawl runs.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import click
+
+from framework.project import find_root, workspace_path
+from framework.workspace.status import build_status
+from framework.workspace.workspace import Workspace
+
+DEFAULT_MAX_ATTEMPTS = 3
+
+
+def open_job_workspace(job: str, override: str | None, *, readonly: bool) -> Workspace:
+    """The job's existing workspace (never creates one): WorkspaceError when missing."""
+    path = workspace_path(find_root(), job, override)
+    return Workspace.open(path, create=False, readonly=readonly)
+
+
+def recorded_max_attempts(ws: Workspace) -> int:
+    raw = ws.store.get_meta("max_attempts")
+    try:
+        return int(raw) if raw is not None else DEFAULT_MAX_ATTEMPTS
+    except ValueError:
+        return DEFAULT_MAX_ATTEMPTS
+
+
+@click.command("status")
+@click.argument("job")
+@click.option(
+    "--workspace", "workspace", default=None, help="Workspace folder (default var/<job>)."
+)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object for scripts.")
+@click.option("--top", default=10, show_default=True, type=click.IntRange(min=1))
+def status(job: str, workspace: str | None, as_json: bool, top: int) -> int:
+    """Show rows per kind and status, items, exhausted and misbehaving URLs, last run."""
+    with open_job_workspace(job, workspace, readonly=True) as ws:
+        report = build_status(ws, max_attempts=recorded_max_attempts(ws), top=top)
+    if as_json:
+        click.echo(json.dumps(report, ensure_ascii=False, indent=2, sort_keys=False))
+    else:
+        click.echo(render(job, report))
+    return 0
+
+
+def _table(headers: list[str], rows: list[list[Any]]) -> list[str]:
+    cells = [[("" if c is None else str(c)) for c in row] for row in rows]
+    widths = [max(len(h), *(len(r[i]) for r in cells)) for i, h in enumerate(headers)]
+    line = "  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True))
+    out = [line.rstrip(), "  ".join("-" * w for w in widths)]
+    for row in cells:
+        out.append("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+    return out
+
+
+def _clip(text: Any, width: int) -> str:
+    s = "" if text is None else " ".join(str(text).split())
+    return s if len(s) <= width else s[: width - 1] + "…"
+
+
+def render(job: str, r: dict[str, Any]) -> str:
+    out: list[str] = []
+    state = "done" if r["done"] else "unfinished"
+    if r["crawl_running"]:
+        state += " (a crawl is running)"
+    out.append(f"job {job}: {state}   workspace {r['workspace']}")
+    out.append("")
+    rows = [
+        [kind, c["pending"], c["ok"], c["error"], c["total"]]
+        for kind, c in sorted(r["rows"]["by_kind"].items())
+    ]
+    total = r["rows"]["by_status"]
+    rows.append(["total", total["pending"], total["ok"], total["error"], r["rows"]["total"]])
+    out += _table(["kind", "pending", "ok", "error", "total"], rows)
+    q = r["queue"]
+    out.append("")
+    out.append(
+        f"next run fetches {q['to_fetch']} rows ({q['pending']} pending, {q['retryable']} "
+        f"errors to retry); {q['exhausted']} exhausted (max_attempts {r['max_attempts']})"
+    )
+    it = r["items"]
+    out.append(f"items: {it['complete']} complete, {it['incomplete']} incomplete")
+    if it["incomplete_keys"]:
+        more = " ..." if it["incomplete_keys_truncated"] else ""
+        out.append("  incomplete: " + ", ".join(it["incomplete_keys"]) + more)
+    for title, key in (("exhausted rows", "exhausted"), ("misbehaving URLs", "misbehaving")):
+        if r[key]:
+            out.append("")
+            out.append(f"{title}:")
+            out += _table(
+                ["row", "kind", "status", "failed/tries", "http", "last error", "url"],
+                [
+                    [
+                        m["row_id"],
+                        m["kind"],
+                        m["status"],
+                        f"{m['failures']}/{m['attempts']}",
+                        m["last_http_status"],
+                        _clip(f"{m['last_error_kind'] or ''} {m['last_error'] or ''}", 40),
+                        _clip(m["url"], 70),
+                    ]
+                    for m in r[key]
+                ],
+            )
+    out.append("")
+    run = r["last_run"]
+    if run is None:
+        out.append("last run: none recorded")
+    else:
+        dur = f", {run['duration_s']}s" if run["duration_s"] is not None else ""
+        out.append(
+            f"last run: {run['mode']} {run['started']}, "
+            f"{'finished ' + str(run['finished']) if run['finished'] else 'not finished'}"
+            f" ({run['reason']}{dur})"
+        )
+        if run["counts"]:
+            out.append("  " + ", ".join(f"{k} {v}" for k, v in run["counts"].items()))
+    spec = r["spec"]
+    if spec["changes"]:
+        last = spec["changes"][-1]
+        out.append(f"spec changed {len(spec['changes'])}x, last at {last.get('time')}")
+    for name, section in r["plugins"].items():
+        out.append("")
+        if isinstance(section, str):
+            out.append(f"{name}: {section}")
+        else:
+            out.append(f"{name}:")
+            out += [f"  {k}: {json.dumps(v, ensure_ascii=False)}" for k, v in section.items()]
+    return "\n".join(out)
+
+
+__all__ = ["open_job_workspace", "recorded_max_attempts", "render", "status"]

@@ -1,0 +1,248 @@
+"""Append-only JSON Lines logs (``urls.jsonl``, ``events.jsonl``, ``ship-log.jsonl``).
+
+Owns the line format and the torn-line rule; it does not decide what goes in a line
+(the crawl, ship and CLI writers do) and never rewrites a whole line that was written.
+
+* A line is written whole: one ``os.write`` of ``json + "\\n"`` on an ``O_APPEND`` file
+  descriptor, so appenders in several processes never interleave inside a line.
+* Each append holds an exclusive ``flock`` on the log file for the few microseconds
+  it takes. Under that lock it looks at the last byte: a file that does not end with
+  ``"\\n"`` holds a torn line left by a writer killed mid-write. The tail is repaired
+  before the new line goes in: a tail that parses as one whole JSON object is terminated
+  with ``"\\n"`` (the writer died between the object and its newline), anything else is
+  truncated away (it never was a record). Because every appender takes the same lock,
+  the repair can never cut a line another process is writing.
+* Readers skip invalid lines and a last line without ``"\\n"`` (torn, or being written
+  right now) and count them in :attr:`JsonlLog.skipped`.
+* :func:`redact` masks secret-looking keys (and secret query parameters inside URL
+  strings) in every record before it is written: defence in depth, writers should not
+  hand secrets here in the first place.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import re
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+REDACTED = "[redacted]"
+
+# Case-insensitive; '-' and '_' are treated alike. A key is secret when it equals one of
+# these or ends with one of the suffixes (x-api-key, csrf_token, db_password ...).
+_SECRET_KEYS = {
+    "authorization",
+    "proxy_authorization",
+    "cookie",
+    "cookies",
+    "set_cookie",
+    "token",
+    "password",
+    "passwd",
+    "secret",
+    "api_key",
+    "apikey",
+    "bearer",
+    "session",
+    "sessionid",
+}
+_SECRET_SUFFIXES = ("_token", "_password", "_secret", "_api_key", "_apikey", "_cookie")
+# Query (and ;path) parameters masked in URL strings: the secret keys above, plus names
+# that only mean a credential inside a URL. Exact names, so `?author=` or `?page=` stay.
+_URL_SECRET_PARAMS = {
+    "key",
+    "sig",
+    "signature",
+    "auth",
+    "sid",
+    "jsessionid",
+    "phpsessid",
+    "x_amz_signature",
+    "x_amz_credential",
+    "x_amz_security_token",
+}
+_URL_PARAM = re.compile(r"([?&;])([^=&#;?\s]+)=([^&#;?\s]*)")
+_URL_USERINFO = re.compile(r"(\b[a-z][a-z0-9+.-]*://)([^/@\s]+)@", re.IGNORECASE)
+
+
+def is_secret_key(key: str) -> bool:
+    norm = key.strip().lower().replace("-", "_")
+    return norm in _SECRET_KEYS or norm.endswith(_SECRET_SUFFIXES)
+
+
+def redact_url(value: str) -> str:
+    """Mask user:password@ and secret-looking query parameters in a URL string."""
+    if "://" not in value:
+        return value
+    value = _URL_USERINFO.sub(lambda m: f"{m.group(1)}{REDACTED}@", value)
+    if "=" in value:
+        value = _URL_PARAM.sub(_mask_param, value)
+    return value
+
+
+def _mask_param(m: re.Match[str]) -> str:
+    name = m.group(2)
+    norm = name.lower().replace("-", "_")
+    if is_secret_key(name) or norm in _URL_SECRET_PARAMS:
+        return f"{m.group(1)}{name}={REDACTED}"
+    return m.group(0)
+
+
+def redact(value: Any) -> Any:
+    """A copy of ``value`` with secrets masked: values under secret-looking keys become
+    ``"[redacted]"`` (at any depth) and URL strings lose credentials and secret query
+    parameters."""
+    if isinstance(value, Mapping):
+        return {
+            k: (REDACTED if isinstance(k, str) and is_secret_key(k) else redact(v))
+            for k, v in value.items()
+        }
+    if isinstance(value, list | tuple):
+        return [redact(v) for v in value]
+    if isinstance(value, str):
+        return redact_url(value)
+    return value
+
+
+def dumps_line(record: Mapping[str, Any]) -> bytes:
+    text = json.dumps(record, ensure_ascii=False, separators=(",", ":"), default=str)
+    return text.encode("utf-8") + b"\n"
+
+
+class JsonlLog:
+    """One JSON Lines file. Appends are whole lines; reads skip torn lines."""
+
+    def __init__(self, path: str | Path, *, fsync: bool = False, redact: bool = True) -> None:
+        self.path = Path(path)
+        self.fsync = fsync  # fsync after each line: survives an OS crash, costs a disk flush
+        self.redact = redact
+        self.skipped = 0  # lines skipped by the last full read
+        self.repaired = 0  # torn tails repaired by this writer
+        self._fd: int | None = None
+
+    # writing -----------------------------------------------------------------
+    def append(self, record: Mapping[str, Any]) -> None:
+        line = dumps_line(redact(record) if self.redact else record)
+        if self._fd is None:
+            self._fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+        fd = self._fd
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            self._repair(fd)
+            view = memoryview(line)
+            while view:  # a regular file takes it in one write; a short write continues
+                view = view[os.write(fd, view) :]
+            if self.fsync:
+                os.fsync(fd)
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+
+    def _repair(self, fd: int) -> None:
+        size = os.fstat(fd).st_size
+        if size == 0 or os.pread(fd, 1, size - 1) == b"\n":
+            return
+        # Read back through the torn tail to the last newline.
+        with open(self.path, "rb") as f:
+            start = max(0, size - 65536)
+            while True:
+                f.seek(start)
+                block = f.read(size - start)
+                cut = block.rfind(b"\n")
+                if cut >= 0:
+                    cut += start + 1
+                    break
+                if start == 0:
+                    cut = 0
+                    break
+                start = max(0, start - 65536)
+            f.seek(cut)
+            tail = f.read(size - cut)
+        self.repaired += 1
+        try:
+            whole = isinstance(json.loads(tail), dict)
+        except ValueError:
+            whole = False
+        if whole:
+            os.write(fd, b"\n")
+        else:
+            os.ftruncate(fd, cut)
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def __enter__(self) -> JsonlLog:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:  # pragma: no cover - best effort for forgotten logs
+        with contextlib.suppress(Exception):  # interpreter shutdown: nobody to tell
+            self.close()
+
+    # reading -----------------------------------------------------------------
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        return self.read()
+
+    def read(self) -> Iterator[dict[str, Any]]:
+        """Stream every whole record; count skipped lines in :attr:`skipped`."""
+        self.skipped = 0
+        try:
+            f = open(self.path, "rb")  # noqa: SIM115 - closed in finally, generator
+        except FileNotFoundError:
+            return
+        try:
+            for raw in f:
+                record = self._parse(raw)
+                if record is None:
+                    self.skipped += 1
+                else:
+                    yield record
+        finally:
+            f.close()
+
+    @staticmethod
+    def _parse(raw: bytes) -> dict[str, Any] | None:
+        if not raw.endswith(b"\n"):
+            return None  # torn, or still being written
+        try:
+            value = json.loads(raw)
+        except ValueError:
+            return None
+        return value if isinstance(value, dict) else None
+
+    def tail(self, n: int) -> list[dict[str, Any]]:
+        """The last ``n`` whole records, reading backwards in blocks (never the whole
+        file unless it is needed)."""
+        if n <= 0:
+            return []
+        try:
+            f = open(self.path, "rb")  # noqa: SIM115 - closed by the with below
+        except FileNotFoundError:
+            return []
+        with f:
+            pos = f.seek(0, os.SEEK_END)
+            buf, need = b"", n
+            while True:
+                while pos > 0 and buf.count(b"\n") <= need:
+                    step = min(65536, pos)
+                    pos -= step
+                    f.seek(pos)
+                    buf = f.read(step) + buf
+                lines = buf.split(b"\n")
+                lines.pop()  # after the last newline: empty, or a torn line
+                if pos > 0:
+                    lines.pop(0)  # cut by the block edge
+                records = [r for r in (self._parse(raw + b"\n") for raw in lines) if r]
+                if len(records) >= n or pos == 0:
+                    return records[-n:]
+                need *= 2  # invalid lines were skipped: read further back
+
+
+__all__ = ["REDACTED", "JsonlLog", "dumps_line", "is_secret_key", "redact", "redact_url"]

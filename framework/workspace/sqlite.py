@@ -1,0 +1,396 @@
+"""The embedded :class:`~framework.workspace.store.Store`: one SQLite file in WAL mode.
+
+Owns the writes to ``state.sqlite``: seed, the one-transaction ``commit`` of a page's
+outcome, item upserts and part merges, the completeness recomputation, requeue and
+reset. Connections, schema and transactions are :mod:`framework.workspace.sqlite_base`'s;
+the reads are :mod:`framework.workspace.sqlite_read`'s. It never writes the JSONL logs,
+never takes workspace locks and knows nothing of Scrapy. The on-disk format is the
+contract documented in ``docs/workspace.md``.
+
+Durability: WAL with ``synchronous=NORMAL``. A transaction is appended to the WAL and
+committed before :meth:`SqliteStore.commit` returns; the WAL is only fsynced at
+checkpoints. A killed process (``kill -9``) therefore never loses or tears a committed
+transaction: the WAL is in the OS page cache and the next opener recovers it. Only an
+OS crash or power loss can drop the last few transactions, and then the database is
+still consistent (it rolls back to an earlier commit) and resume simply fetches those
+pages again.
+
+Checkpoints run on a background thread (see :mod:`framework.workspace.sqlite_base`).
+
+Threads: each thread gets its own connection (SQLite connections must not be shared
+while a statement runs); :meth:`close` closes all of them. Readers page through tables
+by keyset in bounded chunks and never keep a cursor open between chunks, so a caller may
+commit while it iterates.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from framework.errors import WorkspaceError
+from framework.workspace.records import (
+    CommitResult,
+    ErrorKind,
+    NewRow,
+    Outcome,
+    Row,
+    RowStatus,
+    canonical_json,
+)
+from framework.workspace.sqlite_base import (
+    _COMPLETE_EXPR,
+    _INSERT_COLS,
+    _N_INSERT,
+    CHECKPOINT_EVERY,
+    CHUNK,
+    ERROR_DETAIL_MAX,
+    _chunks,
+    _marks,
+    utc_now,
+)
+from framework.workspace.sqlite_read import SqliteReader
+from framework.workspace.store import RequeueFilter
+
+
+class SqliteStore(SqliteReader):
+    """The Store contract on one SQLite file. Build with ``SqliteStore.open(path)``."""
+
+    def _insert_rows(
+        self, conn: sqlite3.Connection, rows: Sequence[NewRow], parent: int | None, now: str
+    ) -> list[Row]:
+        """Multi-row INSERT .. ON CONFLICT DO NOTHING RETURNING: one statement per chunk,
+        and exactly the rows that did not exist come back (duplicates inside the batch
+        included)."""
+        inserted: list[Row] = []
+        for chunk in _chunks(rows, CHUNK):
+            params: list[Any] = []
+            by_fp: dict[str, tuple[NewRow, str, int | None]] = {}
+            for new in chunk:
+                ctx = dict(new.context)
+                item_key = ctx.get("item_key")
+                fp = new.fingerprint
+                ctx_text = canonical_json(ctx) if ctx else "{}"
+                parent_id = new.parent_id if new.parent_id is not None else parent
+                by_fp.setdefault(fp, (new, ctx_text, parent_id))
+                params += [
+                    fp,
+                    new.kind,
+                    new.url,
+                    new.method.upper(),
+                    new.body,
+                    new.body_type,
+                    parent_id,
+                    RowStatus.PENDING.value,
+                    ctx_text,
+                    None if item_key is None else str(item_key),
+                    1 if item_key is not None and ctx.get("required", True) else 0,
+                    now,
+                    now,
+                ]
+            values = ",".join(f"({_marks(_N_INSERT)})" for _ in chunk)
+            cur = conn.execute(
+                f"INSERT INTO rows ({_INSERT_COLS}) VALUES {values} "
+                "ON CONFLICT (fingerprint) DO NOTHING RETURNING id, fingerprint",
+                params,
+            )
+            # Rows are built from what was inserted rather than read back: the same
+            # values, without a second decode of every column.
+            for row_id, fp in cur.fetchall():
+                new, ctx_text, parent_id = by_fp[fp]
+                inserted.append(
+                    Row(
+                        id=row_id,
+                        kind=new.kind,
+                        url=new.url,
+                        method=new.method.upper(),
+                        body=new.body,
+                        body_type=new.body_type,
+                        parent_id=parent_id,
+                        status=RowStatus.PENDING,
+                        attempts=0,
+                        retryable=True,
+                        last_error_kind=None,
+                        last_error=None,
+                        last_http_status=None,
+                        context=json.loads(ctx_text) if new.context else {},
+                        created_at=now,
+                        updated_at=now,
+                    )
+                )
+        inserted.sort(key=lambda row: row.id)
+        return inserted
+
+    def seed(self, rows: Sequence[NewRow]) -> list[Row]:
+        now = self._clock()
+        with self._tx() as conn:
+            inserted = self._insert_rows(conn, rows, None, now)
+            keys = {str(r.context["item_key"]) for r in inserted if "item_key" in r.context}
+            self._recompute(conn, keys)
+        return inserted
+
+    def commit(self, outcome: Outcome) -> CommitResult:
+        now = self._clock()
+        conn = self._conn()
+        with self._tx(conn):
+            status = RowStatus.OK if outcome.ok else RowStatus.ERROR
+            kind = outcome.error_kind if not outcome.ok else None
+            if not outcome.ok and kind is None:
+                kind = ErrorKind.OTHER
+            retryable = outcome.ok or (outcome.retryable and (kind is None or kind.retryable))
+            detail = (outcome.error or "")[:ERROR_DETAIL_MAX] or None
+            got = conn.execute(
+                "UPDATE rows SET status = ?, attempts = attempts + 1, retryable = ?, "
+                "last_error_kind = coalesce(?, last_error_kind), "
+                "last_error = CASE WHEN ? THEN last_error ELSE ? END, "
+                "last_http_status = ?, updated_at = ? WHERE id = ? "
+                "RETURNING attempts, item_key",
+                (
+                    status.value,
+                    int(retryable),
+                    kind.value if kind else None,
+                    int(outcome.ok),
+                    detail,
+                    outcome.http_status,
+                    now,
+                    outcome.row_id,
+                ),
+            ).fetchone()
+            if got is None:
+                raise WorkspaceError(f"commit for unknown row id {outcome.row_id}")
+            attempt, own_key = int(got[0]), got[1]
+            conn.execute(
+                "INSERT INTO attempts (row_id, n, attempt, time, outcome, http_status, "
+                "error_kind, error) VALUES (?, (SELECT coalesce(max(n), 0) + 1 FROM attempts "
+                "WHERE row_id = ?), ?, ?, ?, ?, ?, ?)",
+                (
+                    outcome.row_id,
+                    outcome.row_id,
+                    attempt,
+                    now,
+                    status.value,
+                    outcome.http_status,
+                    kind.value if kind else None,
+                    detail,
+                ),
+            )
+            inserted = self._insert_rows(conn, outcome.new_rows, outcome.row_id, now)
+            new, changed, unchanged, keys, fresh = self._write_items(conn, outcome, now)
+            if own_key is not None:
+                keys.add(str(own_key))
+            keys.update(str(r.context["item_key"]) for r in inserted if "item_key" in r.context)
+            keys.update(
+                k
+                for (k,) in conn.execute(
+                    "SELECT dedupe_key FROM items WHERE row_id = ?", (outcome.row_id,)
+                )
+            )
+            completed = self._recompute(conn, keys, fresh)
+        self._commits += 1
+        if self._commits % CHECKPOINT_EVERY == 0:
+            self._checkpoint_soon()
+        return CommitResult(
+            status=status,
+            attempt=attempt,
+            inserted=inserted,
+            items_new=new,
+            items_changed=changed,
+            items_unchanged=unchanged,
+            completed=completed,
+        )
+
+    def _write_items(
+        self, conn: sqlite3.Connection, outcome: Outcome, now: str
+    ) -> tuple[int, int, int, set[str], set[str]]:
+        """Upsert items and merge parts, comparing content hashes so identical content
+        touches nothing. One SELECT for the known state of every key, then executemany."""
+        keys = {w.dedupe_key for w in outcome.items} | {p.dedupe_key for p in outcome.parts}
+        if not keys:
+            return 0, 0, 0, set(), set()
+        before: dict[str, dict[str, Any]] = {}
+        ordered = sorted(keys)
+        for chunk in _chunks(ordered, CHUNK):
+            for key, stored, digest, names, row_id in conn.execute(
+                f"SELECT dedupe_key, data, content_hash, parts, row_id FROM items "
+                f"WHERE dedupe_key IN ({_marks(len(chunk))})",
+                chunk,
+            ):
+                before[key] = {
+                    "data": stored,
+                    "hash": digest,
+                    "parts": json.loads(names) if names else [],
+                    "row_id": row_id,
+                }
+        state: dict[str, dict[str, Any]] = {}  # the state after this commit, per key
+        for w in outcome.items:
+            old = state.get(w.dedupe_key) or before.get(w.dedupe_key)
+            data = dict(w.data)
+            parts: list[str] = list(old["parts"]) if old else []
+            if old and parts:
+                # A re-crawled page does not carry its sub-tabs: keep the merged parts
+                # so identical content stays identical (and no sub-tab data is lost).
+                old_data = old["obj"] if "obj" in old else json.loads(old["data"])
+                for name in parts:
+                    if name not in data and name in old_data:
+                        data[name] = old_data[name]
+            state[w.dedupe_key] = {
+                "obj": data,
+                "parts": parts,
+                "source_type": w.source_type,
+                "source_id": w.source_id,
+                "declared": w.complete,
+                "row_id": outcome.row_id,
+            }
+        for p in outcome.parts:
+            old = state.get(p.dedupe_key)
+            if old is None:
+                prior = before.get(p.dedupe_key)
+                if prior is None:
+                    raise WorkspaceError(
+                        f"part {p.name!r} for unknown item {p.dedupe_key!r} (row {outcome.row_id})"
+                    )
+                old = state[p.dedupe_key] = {
+                    "obj": json.loads(prior["data"]),
+                    "parts": list(prior["parts"]),
+                    "row_id": prior["row_id"],
+                }
+            old["obj"][p.name] = p.value
+            if p.name not in old["parts"]:
+                old["parts"].append(p.name)
+        inserts: list[tuple[Any, ...]] = []
+        updates: list[tuple[Any, ...]] = []
+        relinks: list[tuple[Any, ...]] = []
+        new = changed = unchanged = 0
+        for key, st in state.items():
+            text = canonical_json(st["obj"])
+            # == content_hash(st["obj"]), without serialising the data a second time
+            digest = "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
+            parts_text = canonical_json(sorted(st["parts"])) if st["parts"] else None
+            prior = before.get(key)
+            if prior is None:
+                new += 1
+                inserts.append(
+                    (
+                        key,
+                        st["source_type"],
+                        st["source_id"],
+                        text,
+                        digest,
+                        now,
+                        now,
+                        int(st.get("declared", True)),
+                        parts_text,
+                        st["row_id"],
+                    )
+                )
+            elif prior["hash"] != digest:
+                changed += 1
+                declared = st.get("declared")
+                updates.append(
+                    (
+                        text,
+                        digest,
+                        now,
+                        parts_text,
+                        st["row_id"],
+                        None if declared is None else int(declared),
+                        st.get("source_type"),
+                        st.get("source_id"),
+                        key,
+                    )
+                )
+            else:
+                unchanged += 1
+                if prior["row_id"] is None and st["row_id"] is not None:
+                    relinks.append((st["row_id"], key))  # orphaned by reset_rows
+        if inserts:
+            # `complete` starts as the declared value: _recompute corrects it from the
+            # rows, and in the common case (no sub-tabs) has nothing to write.
+            conn.executemany(
+                "INSERT INTO items (dedupe_key, source_type, source_id, data, content_hash, "
+                "first_scraped, last_scraped, declared_complete, parts, row_id, complete) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?8)",
+                inserts,
+            )
+        if updates:
+            conn.executemany(
+                "UPDATE items SET data = ?, content_hash = ?, last_scraped = ?, parts = ?, "
+                "row_id = coalesce(?, row_id), "
+                "declared_complete = coalesce(?, declared_complete), "
+                "source_type = coalesce(?, source_type), source_id = coalesce(?, source_id) "
+                "WHERE dedupe_key = ?",
+                updates,
+            )
+        if relinks:
+            conn.executemany("UPDATE items SET row_id = ? WHERE dedupe_key = ?", relinks)
+        return new, changed, unchanged, keys, {i[0] for i in inserts}
+
+    def _recompute(
+        self, conn: sqlite3.Connection, keys: Iterable[str], fresh: Iterable[str] = ()
+    ) -> list[str]:
+        """Recompute ``complete`` of those items from the rows; return the keys that
+        became complete. Only rows whose value changes are written."""
+        completed: list[str] = []
+        new_keys = set(fresh)
+        for chunk in _chunks(sorted(set(keys)), CHUNK):
+            got = conn.execute(
+                f"SELECT dedupe_key, complete, {_COMPLETE_EXPR} FROM items "
+                f"WHERE dedupe_key IN ({_marks(len(chunk))})",
+                chunk,
+            ).fetchall()
+            flips = [(int(now), key) for key, was, now in got if bool(was) != bool(now)]
+            if flips:
+                conn.executemany("UPDATE items SET complete = ? WHERE dedupe_key = ?", flips)
+            # an item inserted by this commit "becomes" complete when it is complete now
+            completed += [key for key, _, now in got if now and (key in new_keys)]
+            completed += [key for now, key in flips if now and key not in new_keys]
+        return sorted(completed)
+
+    def requeue(self, which: RequeueFilter, max_attempts: int) -> int:
+        """Matching rows go back to pending with a fresh attempt budget (``attempts`` = 0;
+        the attempt history keeps every past attempt). Without ``errors``/``exhausted``
+        the filter matches ok and error rows alike (re-fetch on purpose); items whose
+        rows go back to pending are incomplete until those rows are ok again."""
+        where = ["status != 'pending'"]
+        params: list[Any] = []
+        if which.errors or which.exhausted:
+            where.append("status = 'error'")
+        if which.exhausted:
+            where.append("(attempts >= ? OR retryable = 0)")
+            params.append(max_attempts)
+        if which.kind is not None:
+            where.append("kind = ?")
+            params.append(which.kind)
+        if which.url_contains:
+            where.append("instr(url, ?) > 0")
+            params.append(which.url_contains)
+        with self._tx() as conn:
+            got = conn.execute(
+                "UPDATE rows SET status = 'pending', attempts = 0, retryable = 1, "
+                f"updated_at = ? WHERE {' AND '.join(where)} RETURNING id, item_key",
+                [self._clock(), *params],
+            ).fetchall()
+            ids = [r[0] for r in got]
+            keys = {r[1] for r in got if r[1] is not None}
+            for chunk in _chunks(ids, CHUNK):
+                keys.update(
+                    k
+                    for (k,) in conn.execute(
+                        f"SELECT dedupe_key FROM items WHERE row_id IN ({_marks(len(chunk))})",
+                        chunk,
+                    )
+                )
+            self._recompute(conn, keys)
+        return len(ids)
+
+    def reset_rows(self) -> None:
+        with self._tx() as conn:
+            conn.execute("DELETE FROM attempts")
+            conn.execute("DELETE FROM rows")
+            conn.execute("UPDATE items SET row_id = NULL WHERE row_id IS NOT NULL")
+
+
+__all__ = ["CHUNK", "ERROR_DETAIL_MAX", "SqliteStore", "utc_now"]

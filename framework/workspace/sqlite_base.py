@@ -1,0 +1,382 @@
+"""Connections, transactions and schema of the SQLite workspace store.
+
+Owns what every SQLite store method stands on: the schema (DDL, version check, the
+completeness expression), one connection per thread, ``BEGIN IMMEDIATE`` transactions,
+meta keys, and the background checkpoint thread. It holds no queue or item logic (that
+is :mod:`framework.workspace.sqlite`) and no reads beyond meta
+(:mod:`framework.workspace.sqlite_read`).
+
+Checkpoints (copying the WAL into the database, with an fsync) run on a background
+thread with its own connection (:class:`_Checkpointer`), so the committing thread - the
+crawl's reactor - never stalls on a disk flush. SQLite's own automatic checkpoint stays
+on at a higher threshold as the fallback should that thread fall behind.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Self
+
+from framework.errors import WorkspaceError
+from framework.workspace.records import SCHEMA_VERSION, ErrorKind, Row, RowStatus, StoredItem
+
+CHUNK = 500  # rows per page of a streaming read, and per multi-row INSERT
+ERROR_DETAIL_MAX = 2000  # characters of an error detail kept per attempt
+BUSY_TIMEOUT_MS = 30_000
+CHECKPOINT_EVERY = 32  # commits between two background checkpoints
+AUTOCHECKPOINT_PAGES = 16_000  # fallback: SQLite checkpoints inline past ~64 MB of WAL
+WAL_SIZE_LIMIT = 64 * 2**20  # the WAL file is truncated to this after a checkpoint
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (
+    key   TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+-- AUTOINCREMENT: a row id is never reused, even after reset_rows, so ids in the
+-- JSONL logs always name one row.
+CREATE TABLE IF NOT EXISTS rows (
+    id               INTEGER PRIMARY KEY AUTOINCREMENT,
+    fingerprint      TEXT NOT NULL UNIQUE,
+    kind             TEXT NOT NULL,
+    url              TEXT NOT NULL,
+    method           TEXT NOT NULL,
+    body             TEXT,
+    body_type        TEXT,
+    parent_id        INTEGER,
+    status           TEXT NOT NULL CHECK (status IN ('pending', 'ok', 'error')),
+    attempts         INTEGER NOT NULL DEFAULT 0,
+    retryable        INTEGER NOT NULL DEFAULT 1,
+    last_error_kind  TEXT,
+    last_error       TEXT,
+    last_http_status INTEGER,
+    context          TEXT NOT NULL DEFAULT '{}',
+    item_key         TEXT,
+    required         INTEGER NOT NULL DEFAULT 0,
+    created_at       TEXT NOT NULL,
+    updated_at       TEXT NOT NULL
+);
+-- resumable() walks only rows that are not ok: O(pending), whatever the total.
+CREATE INDEX IF NOT EXISTS rows_open ON rows (id) WHERE status != 'ok';
+CREATE INDEX IF NOT EXISTS rows_kind_status ON rows (kind, status);
+CREATE INDEX IF NOT EXISTS rows_item ON rows (item_key) WHERE item_key IS NOT NULL;
+CREATE TABLE IF NOT EXISTS attempts (
+    id          INTEGER PRIMARY KEY,
+    row_id      INTEGER NOT NULL,
+    n           INTEGER NOT NULL,
+    attempt     INTEGER NOT NULL,
+    time        TEXT NOT NULL,
+    outcome     TEXT NOT NULL CHECK (outcome IN ('ok', 'error')),
+    http_status INTEGER,
+    error_kind  TEXT,
+    error       TEXT
+);
+CREATE INDEX IF NOT EXISTS attempts_row ON attempts (row_id, n);
+CREATE INDEX IF NOT EXISTS attempts_failed ON attempts (row_id) WHERE outcome = 'error';
+CREATE TABLE IF NOT EXISTS items (
+    id                INTEGER PRIMARY KEY,
+    dedupe_key        TEXT NOT NULL UNIQUE,
+    source_type       TEXT NOT NULL,
+    source_id         TEXT NOT NULL,
+    data              TEXT NOT NULL,
+    content_hash      TEXT NOT NULL,
+    first_scraped     TEXT NOT NULL,
+    last_scraped      TEXT NOT NULL,
+    complete          INTEGER NOT NULL DEFAULT 0,
+    declared_complete INTEGER NOT NULL DEFAULT 1,
+    parts             TEXT,
+    row_id            INTEGER
+);
+CREATE INDEX IF NOT EXISTS items_complete ON items (dedupe_key) WHERE complete = 1;
+CREATE INDEX IF NOT EXISTS items_row ON items (row_id);
+"""
+
+_ROW_COLS = (
+    "id, kind, url, method, body, body_type, parent_id, status, attempts, retryable, "
+    "last_error_kind, last_error, last_http_status, context, created_at, updated_at"
+)
+_ITEM_COLS = (
+    "dedupe_key, source_type, source_id, data, content_hash, first_scraped, "
+    "last_scraped, complete, row_id"
+)
+_INSERT_COLS = (
+    "fingerprint, kind, url, method, body, body_type, parent_id, status, context, "
+    "item_key, required, created_at, updated_at"
+)
+_N_INSERT = _INSERT_COLS.count(",") + 1
+
+# The completeness rule, one SQL expression over an `items` row (see docs/workspace.md):
+# its own row is ok, every row that names it as `item_key` with `required` is ok, and an
+# item written as not complete waits until at least one such row exists.
+_COMPLETE_EXPR = """(
+    (items.row_id IS NULL
+     OR EXISTS (SELECT 1 FROM rows r WHERE r.id = items.row_id AND r.status = 'ok'))
+    AND NOT EXISTS (SELECT 1 FROM rows r WHERE r.item_key = items.dedupe_key
+                    AND r.required = 1 AND r.status != 'ok')
+    AND (items.declared_complete = 1
+         OR EXISTS (SELECT 1 FROM rows r WHERE r.item_key = items.dedupe_key
+                    AND r.required = 1))
+)"""
+
+
+def utc_now() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds")
+
+
+def _chunks(seq: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
+    for start in range(0, len(seq), size):
+        yield seq[start : start + size]
+
+
+def _marks(n: int) -> str:
+    return ",".join("?" * n)
+
+
+def _to_row(r: Sequence[Any]) -> Row:
+    return Row(
+        id=r[0],
+        kind=r[1],
+        url=r[2],
+        method=r[3],
+        body=r[4],
+        body_type=r[5],
+        parent_id=r[6],
+        status=RowStatus(r[7]),
+        attempts=r[8],
+        retryable=bool(r[9]),
+        last_error_kind=ErrorKind(r[10]) if r[10] else None,
+        last_error=r[11],
+        last_http_status=r[12],
+        context=json.loads(r[13]),
+        created_at=r[14],
+        updated_at=r[15],
+    )
+
+
+def _to_item(r: Sequence[Any]) -> StoredItem:
+    return StoredItem(
+        dedupe_key=r[0],
+        source_type=r[1],
+        source_id=r[2],
+        data=json.loads(r[3]),
+        content_hash=r[4],
+        first_scraped=r[5],
+        last_scraped=r[6],
+        complete=bool(r[7]),
+        row_id=r[8],
+    )
+
+
+class _Checkpointer(threading.Thread):
+    """PASSIVE checkpoints on their own connection, when poked. A passive checkpoint
+    never blocks writers or readers; the GIL is released while SQLite works."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(name=f"checkpoint:{path.name}", daemon=True)
+        self.path = path
+        self._wake = threading.Event()
+        self._stopping = False
+        self.runs = 0
+
+    def poke(self) -> None:
+        self._wake.set()
+
+    def run(self) -> None:
+        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            while True:
+                self._wake.wait()
+                self._wake.clear()
+                if self._stopping:
+                    return
+                try:
+                    conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+                    self.runs += 1
+                except sqlite3.Error:
+                    continue  # the next poke retries; autocheckpoint is the fallback
+        finally:
+            conn.close()
+
+    def stop(self) -> None:
+        self._stopping = True
+        self._wake.set()
+        self.join(timeout=60)
+
+
+class SqliteBase:
+    """Connections and transactions of one state file; build stores with :meth:`open`."""
+
+    def __init__(
+        self, path: Path, *, readonly: bool = False, clock: Callable[[], str] = utc_now
+    ) -> None:
+        self.path = Path(path)
+        self.readonly = readonly
+        self._clock = clock
+        self._local = threading.local()
+        self._all: list[sqlite3.Connection] = []
+        self._guard = threading.Lock()
+        self._checkpointer: _Checkpointer | None = None
+        self._commits = 0
+
+    @classmethod
+    def open(
+        cls, path: str | Path, *, readonly: bool = False, clock: Callable[[], str] = utc_now
+    ) -> Self:
+        """Open (and, unless ``readonly``, create or check the schema of) a state file."""
+        store = cls(Path(path), readonly=readonly, clock=clock)
+        if readonly and not store.path.is_file():
+            raise WorkspaceError(f"no workspace state at {store.path}")
+        try:
+            conn = store._conn()
+            if readonly:
+                store._check_version(conn)
+            else:
+                store._ensure_schema(conn)
+        except sqlite3.DatabaseError as exc:
+            store.close()
+            raise WorkspaceError(f"{store.path}: not a readable workspace ({exc})") from exc
+        except BaseException:
+            store.close()
+            raise
+        return store
+
+    # connections -------------------------------------------------------------
+    def _conn(self) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is not None:
+            return conn
+        if self.readonly:
+            # mode=ro still reads a live WAL (the -shm of a running crawl) but never
+            # writes the database; status uses it while a crawl is running.
+            uri = f"{self.path.resolve().as_uri()}?mode=ro"
+            conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
+        else:
+            conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        if not self.readonly:
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = NORMAL")
+            conn.execute(f"PRAGMA wal_autocheckpoint = {AUTOCHECKPOINT_PAGES}")
+            conn.execute(f"PRAGMA journal_size_limit = {WAL_SIZE_LIMIT}")
+        conn.execute("PRAGMA foreign_keys = OFF")
+        self._local.conn = conn
+        with self._guard:
+            self._all.append(conn)
+        return conn
+
+    def close(self) -> None:
+        with self._guard:
+            checkpointer, self._checkpointer = self._checkpointer, None
+            conns, self._all = self._all, []
+        if checkpointer is not None:
+            checkpointer.stop()
+        for conn in conns:
+            conn.close()
+        self._local = threading.local()
+
+    def _checkpoint_soon(self) -> None:
+        with self._guard:
+            if self._checkpointer is None:
+                self._checkpointer = _Checkpointer(self.path)
+                self._checkpointer.start()
+            self._checkpointer.poke()
+
+    def _check_version(self, conn: sqlite3.Connection) -> int:
+        has_meta = conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'"
+        ).fetchone()
+        if not has_meta:
+            if self.readonly:
+                raise WorkspaceError(f"{self.path}: not a workspace state file (no meta table)")
+            return 0
+        got = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        version = int(got[0]) if got else 0
+        if version > SCHEMA_VERSION:
+            raise WorkspaceError(
+                f"{self.path}: written by a newer framework (schema {version}, "
+                f"this one reads up to {SCHEMA_VERSION}); upgrade framework"
+            )
+        return version
+
+    def _ensure_schema(self, conn: sqlite3.Connection) -> None:
+        # Under BEGIN IMMEDIATE so two processes opening a new workspace at once create
+        # the schema once.
+        with self._tx(conn):
+            if self._check_version(conn) == SCHEMA_VERSION:
+                return
+            if (
+                conn.execute(
+                    "SELECT 1 FROM sqlite_master WHERE name = 'rows' AND type = 'table'"
+                ).fetchone()
+                and not conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'meta'").fetchone()
+            ):
+                raise WorkspaceError(f"{self.path}: has a `rows` table but no schema version")
+            for statement in _SCHEMA.split(";"):
+                if statement.strip():
+                    conn.execute(statement)
+            conn.execute(
+                "INSERT INTO meta (key, value) VALUES ('schema_version', ?) "
+                "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                (str(SCHEMA_VERSION),),
+            )
+
+    class _Tx:
+        def __init__(self, conn: sqlite3.Connection) -> None:
+            self.conn = conn
+
+        def __enter__(self) -> sqlite3.Connection:
+            # IMMEDIATE takes the write lock up front: no deadlock upgrade from a read.
+            self.conn.execute("BEGIN IMMEDIATE")
+            return self.conn
+
+        def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+            if exc_type is None:
+                try:
+                    self.conn.execute("COMMIT")
+                    return
+                except BaseException:
+                    self._rollback()
+                    raise
+            self._rollback()
+
+        def _rollback(self) -> None:
+            # SQLite may already have rolled back (disk full, I/O error): never let a
+            # second error hide the first.
+            if self.conn.in_transaction:
+                self.conn.execute("ROLLBACK")
+
+    def _tx(self, conn: sqlite3.Connection | None = None) -> SqliteBase._Tx:
+        if self.readonly:
+            raise WorkspaceError(f"{self.path}: opened read-only")
+        return SqliteBase._Tx(conn or self._conn())
+
+    # meta --------------------------------------------------------------------
+    def get_meta(self, key: str) -> str | None:
+        got = self._conn().execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return None if got is None else str(got[0])
+
+    def set_meta(self, key: str, value: str) -> None:
+        self.set_metas({key: value})
+
+    def set_metas(self, values: Mapping[str, str]) -> None:
+        """Set several meta keys in one transaction."""
+        with self._tx() as conn:
+            conn.executemany(
+                "INSERT INTO meta (key, value) VALUES (?, ?) "
+                "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                list(values.items()),
+            )
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+__all__ = ["CHUNK", "ERROR_DETAIL_MAX", "SqliteBase", "utc_now"]

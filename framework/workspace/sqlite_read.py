@@ -1,0 +1,200 @@
+"""Reads of the SQLite workspace store: queue rows, attempts, items, counts.
+
+Owns every query that only reads. Each streams by keyset in bounded chunks
+(:data:`CHUNK`) and keeps no cursor open between chunks, so a caller may commit while
+it iterates, and memory stays flat on a million rows. It never writes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+from framework.workspace.records import Row, RowStatus, StoredItem
+from framework.workspace.sqlite_base import (
+    _ITEM_COLS,
+    _ROW_COLS,
+    CHUNK,
+    SqliteBase,
+    _chunks,
+    _marks,
+    _to_item,
+    _to_row,
+)
+
+
+class SqliteReader(SqliteBase):
+    """The reading half of :class:`framework.workspace.sqlite.SqliteStore`."""
+
+    def _page(self, sql: str, params: Sequence[Any], key: str) -> Iterator[Sequence[Any]]:
+        """Keyset pagination over ``sql``, whose ``{after}`` slot takes ``AND key > ?``
+        and which ends with ``ORDER BY key LIMIT CHUNK`` (the key is its first column).
+        No cursor stays open between chunks, so the caller may commit meanwhile."""
+        last: Any = None
+        while True:
+            if last is None:
+                chunk = self._conn().execute(sql.format(after=""), params).fetchall()
+            else:
+                chunk = (
+                    self._conn().execute(sql.format(after=f"AND {key} > ?"), [*params, last])
+                ).fetchall()
+            yield from chunk
+            if len(chunk) < CHUNK:
+                return
+            last = chunk[-1][0]
+
+    def resumable(self, max_attempts: int) -> Iterator[Row]:
+        sql = (
+            f"SELECT {_ROW_COLS} FROM rows INDEXED BY rows_open WHERE status != 'ok' "
+            "AND (status = 'pending' OR (retryable = 1 AND attempts < ?)) {after} "
+            f"ORDER BY id LIMIT {CHUNK}"
+        )
+        for r in self._page(sql, [max_attempts], "id"):
+            yield _to_row(r)
+
+    def get_row(self, row_id: int) -> Row | None:
+        got = (
+            self._conn().execute(f"SELECT {_ROW_COLS} FROM rows WHERE id = ?", (row_id,))
+        ).fetchone()
+        return None if got is None else _to_row(got)
+
+    def max_row_id(self) -> int:
+        got = self._conn().execute("SELECT COALESCE(MAX(id), 0) FROM rows").fetchone()
+        return int(got[0])
+
+    def iter_rows(self, status: RowStatus | None = None, kind: str | None = None) -> Iterator[Row]:
+        where, params = ["1"], []
+        if status is not None:
+            where.append("status = ?")
+            params.append(RowStatus(status).value)
+        if kind is not None:
+            where.append("kind = ?")
+            params.append(kind)
+        sql = (
+            f"SELECT {_ROW_COLS} FROM rows WHERE {' AND '.join(where)} {{after}} "
+            f"ORDER BY id LIMIT {CHUNK}"
+        )
+        for r in self._page(sql, params, "id"):
+            yield _to_row(r)
+
+    def row_counts(self) -> dict[str, dict[RowStatus, int]]:
+        counts: dict[str, dict[RowStatus, int]] = {}
+        for kind, status, n in self._conn().execute(
+            "SELECT kind, status, count(*) FROM rows GROUP BY kind, status ORDER BY kind"
+        ):
+            counts.setdefault(kind, {})[RowStatus(status)] = n
+        return counts
+
+    def counts(self, max_attempts: int) -> dict[str, int]:
+        """Queue totals for status: pending, retryable errors (the next run retries them)
+        and exhausted errors (it will not), recomputed from the rows."""
+        got = (
+            self._conn()
+            .execute(
+                "SELECT coalesce(sum(status = 'pending'), 0), "
+                "coalesce(sum(status = 'error' AND retryable = 1 AND attempts < ?), 0), "
+                "coalesce(sum(status = 'error' AND (retryable = 0 OR attempts >= ?)), 0) "
+                "FROM rows INDEXED BY rows_open WHERE status != 'ok'",
+                (max_attempts, max_attempts),
+            )
+            .fetchone()
+        )
+        return {"pending": got[0], "retryable": got[1], "exhausted": got[2]}
+
+    def exhausted(self, max_attempts: int, limit: int | None = None) -> list[Row]:
+        """Error rows the next run will not retry (budget spent or not retryable)."""
+        sql = (
+            f"SELECT {_ROW_COLS} FROM rows INDEXED BY rows_open WHERE status != 'ok' "
+            "AND status = 'error' AND (retryable = 0 OR attempts >= ?) ORDER BY id"
+        )
+        params: list[Any] = [max_attempts]
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(limit)
+        return [_to_row(r) for r in self._conn().execute(sql, params)]
+
+    def attempts(self, row_id: int) -> list[Mapping[str, Any]]:
+        cur = self._conn().execute(
+            "SELECT n, attempt, time, outcome, http_status, error_kind, error FROM attempts "
+            "WHERE row_id = ? ORDER BY n",
+            (row_id,),
+        )
+        names = [d[0] for d in cur.description]
+        return [dict(zip(names, r, strict=True)) for r in cur]
+
+    def failures(self, row_id: int) -> int:
+        got = self._conn().execute(
+            "SELECT count(*) FROM attempts WHERE row_id = ? AND outcome = 'error'", (row_id,)
+        )
+        return int(got.fetchone()[0])
+
+    def misbehaving(self, limit: int = 10) -> list[Row]:
+        cur = self._conn().execute(
+            f"SELECT {', '.join('r.' + c.strip() for c in _ROW_COLS.split(','))} "
+            "FROM (SELECT row_id, count(*) AS n FROM attempts WHERE outcome = 'error' "
+            "GROUP BY row_id) f JOIN rows r ON r.id = f.row_id "
+            "ORDER BY r.status = 'error' DESC, f.n DESC, r.id LIMIT ?",
+            (limit,),
+        )
+        return [_to_row(r) for r in cur]
+
+    def item_counts(self) -> dict[str, int]:
+        got = self._conn().execute(
+            "SELECT coalesce(sum(complete = 1), 0), coalesce(sum(complete = 0), 0) FROM items"
+        )
+        complete, incomplete = got.fetchone()
+        return {"complete": complete, "incomplete": incomplete}
+
+    def incomplete_keys(self, limit: int) -> list[str]:
+        cur = self._conn().execute(
+            "SELECT dedupe_key FROM items WHERE complete = 0 ORDER BY dedupe_key LIMIT ?",
+            (limit,),
+        )
+        return [k for (k,) in cur]
+
+    def iter_items(
+        self,
+        complete_only: bool = True,
+        after: str | None = None,
+        only: Sequence[str] | None = None,
+    ) -> Iterator[StoredItem]:
+        where = "complete = 1" if complete_only else "1"
+        if only is not None:
+            keys = sorted({k for k in only if after is None or k > after})
+            for chunk in _chunks(keys, CHUNK):
+                cur = self._conn().execute(
+                    f"SELECT {_ITEM_COLS} FROM items WHERE {where} AND dedupe_key IN "
+                    f"({_marks(len(chunk))}) ORDER BY dedupe_key",
+                    chunk,
+                )
+                rows = cur.fetchall()
+                yield from (_to_item(r) for r in rows)
+            return
+        last = after
+        while True:
+            if last is None:
+                cur = self._conn().execute(
+                    f"SELECT {_ITEM_COLS} FROM items WHERE {where} ORDER BY dedupe_key "
+                    f"LIMIT {CHUNK}"
+                )
+            else:
+                cur = self._conn().execute(
+                    f"SELECT {_ITEM_COLS} FROM items WHERE {where} AND dedupe_key > ? "
+                    f"ORDER BY dedupe_key LIMIT {CHUNK}",
+                    (last,),
+                )
+            rows = cur.fetchall()
+            yield from (_to_item(r) for r in rows)
+            if len(rows) < CHUNK:
+                return
+            last = rows[-1][0]
+
+    def get_item(self, dedupe_key: str) -> StoredItem | None:
+        got = self._conn().execute(
+            f"SELECT {_ITEM_COLS} FROM items WHERE dedupe_key = ?", (dedupe_key,)
+        )
+        row = got.fetchone()
+        return None if row is None else _to_item(row)
+
+
+__all__ = ["SqliteReader"]

@@ -1,0 +1,161 @@
+"""What a workspace says about its job: done, pending, misbehaving, last run.
+
+Owns the status report as a plain dict (the `framework status --json` contract). It
+reads the workspace only (the store, ``events.jsonl`` and the lock files): it works
+while a crawl runs, needs no network and never writes. Rendering is the CLI's.
+Plugins add sections through the ``framework.status`` entry point group: each entry
+point is a callable ``(ws: Workspace) -> dict | None`` and its result goes under
+``plugins[<name>]``; a plugin that fails is reported as an error string there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from importlib.metadata import entry_points
+from typing import Any
+
+from framework.workspace.records import SCHEMA_VERSION, Row, RowStatus
+from framework.workspace.workspace import Workspace
+
+STATUS_GROUP = "framework.status"
+RUN_EVENTS = ("run_started", "run_resumed")
+INCOMPLETE_KEYS_MAX = 50
+SPEC_CHANGES_MAX = 10
+
+Section = Callable[[Workspace], Mapping[str, Any] | None]
+
+
+def build_status(
+    ws: Workspace,
+    *,
+    max_attempts: int,
+    top: int = 10,
+    sections: Mapping[str, Section] | None = None,
+) -> dict[str, Any]:
+    """The whole report. ``sections`` replaces entry point discovery (tests)."""
+    store = ws.store
+    by_kind: dict[str, dict[str, int]] = {}
+    by_status = {s.value: 0 for s in RowStatus}
+    for kind, counts in store.row_counts().items():
+        entry = {s.value: counts.get(s, 0) for s in RowStatus}
+        entry["total"] = sum(counts.values())
+        by_kind[kind] = entry
+        for s, n in counts.items():
+            by_status[s.value] += n
+    queue = store.counts(max_attempts)
+    items = store.item_counts()
+    incomplete_keys = store.incomplete_keys(INCOMPLETE_KEYS_MAX + 1)
+    exhausted = store.exhausted(max_attempts, limit=top)
+    report: dict[str, Any] = {
+        "workspace": str(ws.path),
+        "schema_version": SCHEMA_VERSION,
+        "max_attempts": max_attempts,
+        "done": queue["pending"] == 0 and queue["retryable"] == 0,
+        "crawl_running": ws.lock_holder("crawl") is not None,
+        "rows": {
+            "total": sum(by_status.values()),
+            "by_status": by_status,
+            "by_kind": by_kind,
+        },
+        # `to_fetch` is what the next run issues: pending rows plus retryable errors.
+        "queue": {**queue, "to_fetch": queue["pending"] + queue["retryable"]},
+        "exhausted": [_row_summary(ws, r) for r in exhausted],
+        "items": {
+            "total": items["complete"] + items["incomplete"],
+            "complete": items["complete"],
+            "incomplete": items["incomplete"],
+            "incomplete_keys": incomplete_keys[:INCOMPLETE_KEYS_MAX],
+            "incomplete_keys_truncated": len(incomplete_keys) > INCOMPLETE_KEYS_MAX,
+        },
+        "misbehaving": [_row_summary(ws, r) for r in store.misbehaving(top)],
+        "last_run": None,
+        "spec": {"hash": ws.spec_hash(), "changes": []},
+        "events_skipped": 0,
+        "plugins": {},
+    }
+    last_run, changes = _scan_events(ws)
+    report["last_run"] = last_run
+    report["spec"]["changes"] = changes
+    report["events_skipped"] = ws.events.skipped
+    report["plugins"] = _plugin_sections(ws, sections)
+    return report
+
+
+def _row_summary(ws: Workspace, row: Row) -> dict[str, Any]:
+    return {
+        "row_id": row.id,
+        "kind": row.kind,
+        "url": row.url,
+        "method": row.method,
+        "status": row.status.value,
+        "attempts": row.attempts,
+        "failures": ws.store.failures(row.id),
+        "retryable": row.retryable,
+        "last_error_kind": row.last_error_kind.value if row.last_error_kind else None,
+        "last_error": row.last_error,
+        "last_http_status": row.last_http_status,
+        "updated_at": row.updated_at,
+    }
+
+
+def _scan_events(ws: Workspace) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+    """One streaming pass over events.jsonl: the last run and the recent spec changes."""
+    run: dict[str, Any] | None = None
+    changes: list[dict[str, Any]] = []
+    for event in ws.events:
+        name = event.get("event")
+        if name in RUN_EVENTS:
+            run = {
+                "mode": "resumed" if name == "run_resumed" else "started",
+                "started": event.get("time"),
+                "finished": None,
+                "reason": None,
+                "duration_s": None,
+                "counts": {},
+                "exit_code": None,
+            }
+        elif name == "run_finished" and run is not None and run["finished"] is None:
+            run["finished"] = event.get("time")
+            run["reason"] = event.get("reason")
+            run["counts"] = event.get("counts") or {}
+            run["exit_code"] = event.get("exit_code")
+            run["duration_s"] = event.get("duration_s") or _seconds(run["started"], run["finished"])
+        elif name == "spec_changed":
+            changes.append({k: v for k, v in event.items() if k != "event"})
+            del changes[:-SPEC_CHANGES_MAX]
+    if run is not None and run["finished"] is None:
+        run["reason"] = "running" if ws.lock_holder("crawl") else "interrupted"
+    return run, changes
+
+
+def _seconds(start: Any, end: Any) -> float | None:
+    try:
+        delta = datetime.fromisoformat(str(end)) - datetime.fromisoformat(str(start))
+    except ValueError:
+        return None
+    return round(delta.total_seconds(), 3)
+
+
+def _plugin_sections(ws: Workspace, sections: Mapping[str, Section] | None) -> dict[str, Any]:
+    found: dict[str, Any] = {}
+    if sections is None:
+        loaded: dict[str, Section] = {}
+        for ep in entry_points(group=STATUS_GROUP):
+            try:
+                loaded[ep.name] = ep.load()
+            except Exception as exc:  # a broken plugin only breaks its own section
+                found[ep.name] = f"error: {type(exc).__name__}: {exc}"
+        sections = loaded
+    for name, section in sections.items():
+        try:
+            result = section(ws)
+        except Exception as exc:
+            found[name] = f"error: {type(exc).__name__}: {exc}"
+            continue
+        if result is not None:
+            found[name] = dict(result)
+    return found
+
+
+__all__ = ["STATUS_GROUP", "build_status"]

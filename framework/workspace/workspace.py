@@ -1,0 +1,160 @@
+"""A job's workspace folder: opens its store and logs, and holds its lock files.
+
+Owns the folder layout (see :mod:`framework.workspace`) and the advisory locks; the
+rows and items are :mod:`framework.workspace.sqlite`'s, the line format is
+:mod:`framework.workspace.jsonl`'s. It never decides *when* to lock or what to log:
+the crawl, requeue and ship commands do.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from framework.errors import LockHeld, WorkspaceError
+from framework.workspace.jsonl import JsonlLog
+from framework.workspace.sqlite import SqliteStore, utc_now
+
+STATE_FILE = "state.sqlite"
+URLS_FILE = "urls.jsonl"
+EVENTS_FILE = "events.jsonl"
+SHIP_LOG_FILE = "ship-log.jsonl"
+SPEC_HISTORY_MAX = 100  # spec hashes kept in meta `spec_history`
+
+
+class Workspace:
+    """One job's folder. Build with :meth:`open`; close it (or use ``with``)."""
+
+    def __init__(self, path: Path, store: SqliteStore, *, readonly: bool) -> None:
+        self.path = path
+        self.store = store
+        self.readonly = readonly
+        self.urls = JsonlLog(path / URLS_FILE)
+        self.events = JsonlLog(path / EVENTS_FILE)
+        self.ship_log_path = path / SHIP_LOG_FILE
+        self.state_path = path / STATE_FILE
+
+    @classmethod
+    def open(cls, path: str | Path, *, create: bool = True, readonly: bool = False) -> Workspace:
+        """Open the workspace at ``path``. ``create`` makes the folder and state file
+        when missing; ``readonly`` never writes (for `status` while a crawl runs)."""
+        folder = Path(path)
+        state = folder / STATE_FILE
+        if readonly or not create:
+            if not state.is_file():
+                raise WorkspaceError(f"no workspace at {folder} (no {STATE_FILE})")
+        else:
+            if folder.exists() and not folder.is_dir():
+                raise WorkspaceError(f"{folder} exists and is not a folder")
+            folder.mkdir(parents=True, exist_ok=True)
+        store = SqliteStore.open(state, readonly=readonly)
+        return cls(folder, store, readonly=readonly)
+
+    def close(self) -> None:
+        self.urls.close()
+        self.events.close()
+        self.store.close()
+
+    def __enter__(self) -> Workspace:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # locks -------------------------------------------------------------------
+    def lock_path(self, name: str) -> Path:
+        if not name or "/" in name or name.startswith("."):
+            raise ValueError(f"bad lock name {name!r}")
+        return self.path / f"{name}.lock"
+
+    @contextmanager
+    def lock(self, name: str) -> Iterator[dict[str, Any]]:
+        """Hold ``<workspace>/<name>.lock`` (exclusive, non-blocking ``flock``) for the
+        block. A held lock raises :class:`LockHeld` naming the holder. The flock is the
+        truth (the kernel drops it when the holder dies, even by ``kill -9``); the
+        file's text only says who holds it, and is emptied on release. Lock files are
+        never deleted: deleting one races with a process that has just opened it."""
+        path = self.lock_path(name)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = _read_holder(path)
+                who = (
+                    f"pid {holder.get('pid', '?')} on {holder.get('host', '?')} "
+                    f"since {holder.get('started', '?')}"
+                    if holder
+                    else "another process"
+                )
+                raise LockHeld(f"{path} is held by {who}") from None
+            info = {"pid": os.getpid(), "host": socket.gethostname(), "started": utc_now()}
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, (json.dumps(info) + "\n").encode(), 0)
+            try:
+                yield info
+            finally:
+                os.ftruncate(fd, 0)
+                fcntl.flock(fd, fcntl.LOCK_UN)
+        finally:
+            os.close(fd)
+
+    def lock_holder(self, name: str) -> dict[str, Any] | None:
+        """Who holds ``name`` right now, without taking it: the recorded holder when
+        its process is alive on this host (a holder on another host is reported as
+        is), else None."""
+        holder = _read_holder(self.lock_path(name))
+        if not holder:
+            return None
+        if holder.get("host") == socket.gethostname():
+            try:
+                os.kill(int(holder["pid"]), 0)
+            except ProcessLookupError:
+                return None  # died without releasing: the kernel dropped its flock
+            except (PermissionError, KeyError, ValueError, TypeError):
+                pass
+        return holder
+
+    # spec --------------------------------------------------------------------
+    def spec_hash(self) -> str | None:
+        return self.store.get_meta("spec_hash")
+
+    def spec_history(self) -> list[dict[str, str]]:
+        raw = self.store.get_meta("spec_history")
+        return list(json.loads(raw)) if raw else []
+
+    def record_spec(self, spec_hash: str) -> bool:
+        """Record the spec's hash; True when a different one was recorded before (the
+        caller announces it with a `spec_changed` event). The first record is False."""
+        previous = self.spec_hash()
+        if previous == spec_hash:
+            return False
+        history = self.spec_history()
+        history.append({"hash": spec_hash, "time": utc_now()})
+        self.store.set_metas(
+            {"spec_history": json.dumps(history[-SPEC_HISTORY_MAX:]), "spec_hash": spec_hash}
+        )
+        return previous is not None
+
+
+def _read_holder(path: Path) -> dict[str, Any] | None:
+    try:
+        text = path.read_text(encoding="utf-8").strip()
+    except OSError:
+        return None
+    if not text:
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+__all__ = ["EVENTS_FILE", "SHIP_LOG_FILE", "STATE_FILE", "URLS_FILE", "Workspace"]

@@ -1,0 +1,189 @@
+"""`framework status` and `framework requeue` through the real CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from framework.cli import main
+from framework.workspace import (
+    ErrorKind,
+    ItemWrite,
+    NewRow,
+    Outcome,
+    RowStatus,
+    Workspace,
+)
+from framework.workspace.status import build_status
+
+REPO = Path(__file__).resolve().parents[1]
+FRAMEWORK = Path(sys.executable).parent / "framework"
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A project root with one job's workspace under var/cases."""
+    monkeypatch.setenv("FRAMEWORK_HOME", str(tmp_path))
+    with Workspace.open(tmp_path / "var" / "cases") as ws:
+        s = ws.store
+        (lst,) = s.seed([NewRow("list", "http://site/list")])
+        rows = s.commit(
+            Outcome(
+                lst.id,
+                ok=True,
+                new_rows=[NewRow("detail", f"http://site/case/{i}") for i in range(4)],
+            )
+        ).inserted
+        s.commit(Outcome(rows[0].id, ok=True, items=[ItemWrite("c:0", "c", "0", {"n": 0})]))
+        for _ in range(2):
+            s.commit(Outcome(rows[1].id, ok=False, http_status=502, error_kind=ErrorKind.HTTP_5XX))
+        s.commit(Outcome(rows[2].id, ok=False, http_status=404, error_kind=ErrorKind.HTTP_4XX))
+        s.set_meta("max_attempts", "2")
+        ws.events.append({"event": "run_started", "time": "2026-01-01T10:00:00+00:00"})
+        ws.events.append(
+            {
+                "event": "run_finished",
+                "time": "2026-01-01T10:00:05+00:00",
+                "reason": "max_requests",
+                "counts": {"requests": 6},
+            }
+        )
+    return tmp_path
+
+
+def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    code = main(argv)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_status_json_is_the_build_status_dict(
+    home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = run(["status", "cases", "--json"], capsys)
+    assert code == 0
+    report = json.loads(out)
+    with Workspace.open(home / "var" / "cases", readonly=True) as ws:
+        assert report == json.loads(json.dumps(build_status(ws, max_attempts=2)))
+    assert report["max_attempts"] == 2  # recorded by the crawl in meta
+    assert report["queue"] == {"pending": 1, "retryable": 0, "exhausted": 2, "to_fetch": 1}
+    assert [m["url"] for m in report["misbehaving"]] == [
+        "http://site/case/1",
+        "http://site/case/2",
+    ]
+    assert report["last_run"]["reason"] == "max_requests"
+
+
+def test_status_table(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(["status", "cases"], capsys)
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0].startswith("job cases: unfinished")
+    assert "detail  1        1   2      4" in lines  # kind pending ok error total
+    assert "total   1        2   2      5" in lines
+    assert any(
+        "next run fetches 1 rows (1 pending, 0 errors to retry); 2 exhausted" in line
+        for line in lines
+    )
+    assert "items: 1 complete, 0 incomplete" in lines
+    assert any("http_5xx" in line and "http://site/case/1" in line for line in lines)
+    assert any(
+        line.startswith("last run: started") and "max_requests, 5.0s" in line for line in lines
+    )
+
+
+def test_status_of_a_missing_workspace_exits_2(
+    home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = run(["status", "nosuchjob"], capsys)
+    assert code == 2
+    assert "no workspace" in err
+    assert not (home / "var" / "nosuchjob").exists()
+
+
+def test_status_with_an_explicit_workspace(
+    home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    moved = home / "var" / "cases"
+    code, out, _ = run(
+        ["status", "anyname", "--workspace", str(moved), "--json", "--top", "1"], capsys
+    )
+    assert code == 0
+    assert len(json.loads(out)["misbehaving"]) == 1
+
+
+def test_requeue_filters_print_the_count_and_log_an_event(
+    home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ws_path = home / "var" / "cases"
+    assert run(["requeue", "cases", "--exhausted", "--url-contains", "case/2"], capsys)[:2] == (
+        0,
+        "requeued 1 rows\n",
+    )
+    assert run(["requeue", "cases"], capsys)[1] == "requeued 1 rows\n"  # default: errors
+    assert run(["requeue", "cases", "--errors"], capsys)[1] == "requeued 0 rows\n"
+    with Workspace.open(ws_path, readonly=True) as ws:
+        counts = ws.store.row_counts()
+        assert counts["detail"] == {RowStatus.OK: 1, RowStatus.PENDING: 3}
+        events = [e for e in ws.events if e["event"] == "requeued"]
+    assert [e["count"] for e in events] == [1, 1, 0]
+    assert events[0]["filter"] == {
+        "errors": False,
+        "exhausted": True,
+        "kind": None,
+        "url_contains": "case/2",
+    }
+    assert run(["requeue", "cases", "--kind", "list"], capsys)[1] == "requeued 1 rows\n"
+
+
+HOLDER = textwrap.dedent(
+    """
+    import sys, time
+    from framework.workspace import Workspace
+
+    with Workspace.open(sys.argv[1]) as ws, ws.lock("crawl"):
+        print("locked", flush=True)
+        time.sleep(600)
+    """
+)
+
+
+def test_requeue_refuses_while_a_crawl_holds_the_lock(home: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(REPO), "FRAMEWORK_HOME": str(home)}
+    ws_path = home / "var" / "cases"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(ws_path)], env=env, stdout=subprocess.PIPE, text=True
+    )
+    assert holder.stdout
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        done = subprocess.run(
+            [str(FRAMEWORK), "requeue", "cases", "--errors"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 3, done.stderr
+        assert f"held by pid {holder.pid}" in done.stderr
+        # status still works while the "crawl" runs, and says so
+        shown = subprocess.run(
+            [str(FRAMEWORK), "status", "cases", "--json"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert shown.returncode == 0, shown.stderr
+        assert json.loads(shown.stdout)["crawl_running"] is True
+    finally:
+        holder.kill()
+        holder.wait()
+    with Workspace.open(ws_path, readonly=True) as ws:
+        assert ws.store.counts(2)["exhausted"] == 2  # nothing was requeued
