@@ -1,0 +1,28 @@
+"""Errors of the ingest plugin, derived from the project's one error tree.
+
+    framework.errors.UsageError  (exit 2)
+    +-- IngestConfigError        a bad ``--db`` URL, a missing token variable, bad options
+    framework.errors.FrameworkError (exit 1)
+    +-- BackendUnavailable       the database is locked past its timeout or unreachable;
+                                 the HTTP layer answers 503 with ``Retry-After``
+        +-- TransactionConflict  the database aborted a transaction to break a deadlock or a
+                                 serialization conflict; the store retries it a few times
+
+This module owns nothing else; the CLI turns these into exit codes.
+"""
+
+from __future__ import annotations
+
+from framework.errors import FrameworkError, UsageError
+
+
+class IngestConfigError(UsageError):
+    """The ingest endpoint was called or configured wrongly: a human fixes the call."""
+
+
+class BackendUnavailable(FrameworkError):
+    """The database cannot serve right now (locked past the timeout, connection lost)."""
+
+
+class TransactionConflict(BackendUnavailable):
+    """The database rolled a transaction back to resolve a conflict; running it again works."""

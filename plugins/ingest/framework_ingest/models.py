@@ -1,0 +1,138 @@
+"""The wire models of the ingest contract (pydantic): what comes in, what goes out.
+
+They are the single source of the request validation and of the OpenAPI description
+(:mod:`framework_ingest.openapi` builds the document from their JSON schemas). This module
+owns shapes and field rules only: no storage, no HTTP.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StringConstraints
+
+# No NUL anywhere in a key: PostgreSQL text cannot hold it.
+SourceType = Annotated[
+    str, StringConstraints(min_length=1, max_length=100, pattern=r"^[^:\s\x00]+$")
+]
+SourceId = Annotated[str, StringConstraints(min_length=1, max_length=500, pattern=r"^[^\x00]+$")]
+DedupeKey = Annotated[str, StringConstraints(min_length=3, max_length=601, pattern=r"^[^\x00]+$")]
+ContentHash = Annotated[
+    str, StringConstraints(min_length=1, max_length=200, pattern=r"^[\x21-\x7e]+$")
+]
+IDEMPOTENCY_KEY_PATTERN = r"^[\x21-\x7e]+$"
+IdempotencyKey = Annotated[
+    str, StringConstraints(min_length=1, max_length=255, pattern=IDEMPOTENCY_KEY_PATTERN)
+]
+
+ItemStatus = Literal["accepted", "duplicate", "updated"]
+BatchStatus = Literal["accepted", "duplicate", "updated", "invalid", "conflict"]
+DownstreamStatus = Literal["queued", "running", "done", "failed"]
+
+
+class ItemIn(BaseModel):
+    """One version of one datum. ``dedupe_key`` must be ``{source_type}:{source_id}``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    dedupe_key: DedupeKey = Field(description="`{source_type}:{source_id}`, the upsert key")
+    source_type: SourceType
+    source_id: SourceId
+    content_hash: ContentHash = Field(
+        description="The shipper's hash of `data`; same key and hash is a duplicate"
+    )
+    scraped_at: AwareDatetime = Field(description="RFC 3339 time with an offset")
+    data: dict[str, Any] = Field(description="The item's fields, any JSON object")
+
+
+class BatchItemIn(ItemIn):
+    """A batch element: an item, optionally naming its own idempotency key."""
+
+    idempotency_key: IdempotencyKey | None = Field(
+        default=None,
+        description="Plays the role of the `Idempotency-Key` header for this element",
+    )
+
+
+class ProblemField(BaseModel):
+    field: str = Field(description="Dotted path of the offending field ('' for the body)")
+    message: str
+
+
+class Problem(BaseModel):
+    """RFC 9457 problem details (``application/problem+json``)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    type: str
+    title: str
+    status: int
+    detail: str | None = None
+    errors: list[ProblemField] | None = None
+
+
+class ItemResult(BaseModel):
+    """The answer to one stored item."""
+
+    status: ItemStatus
+    dedupe_key: str
+    content_hash: str
+    version: int = Field(description="1 for the first version, +1 per content change")
+
+
+class BatchResult(BaseModel):
+    """The answer for one batch element, at the element's position."""
+
+    index: int
+    status: BatchStatus
+    status_code: int = Field(description="What the single-item route would have answered")
+    dedupe_key: str | None = None
+    content_hash: str | None = None
+    version: int | None = None
+    replayed: bool | None = Field(
+        default=None, description="true: the stored answer to this element's idempotency key"
+    )
+    problem: Problem | None = None
+
+
+class BatchResponse(BaseModel):
+    results: list[BatchResult]
+
+
+class ItemOut(BaseModel):
+    """A stored item with its downstream (handoff) state."""
+
+    dedupe_key: str
+    source_type: str
+    source_id: str
+    content_hash: str
+    scraped_at: str
+    data: dict[str, Any]
+    version: int
+    received_at: str
+    updated_at: str
+    status: DownstreamStatus
+    attempts: int
+    claimed_at: str | None
+    finished_at: str | None
+    last_error: str | None
+
+
+class SourceStats(BaseModel):
+    total: int
+    queued: int = 0
+    running: int = 0
+    done: int = 0
+    failed: int = 0
+
+
+class Stats(BaseModel):
+    items: int
+    history: int
+    by_status: dict[str, int]
+    by_source_type: dict[str, SourceStats]
+
+
+class Health(BaseModel):
+    status: Literal["ok"]
+    database: str

@@ -1,0 +1,131 @@
+"""Running the app under uvicorn: in the foreground (the CLI) or in a background thread
+(tests and benchmarks), always on a socket this module binds, so port 0 works and the
+real port is known before the first request.
+
+This module owns the server's lifecycle; it must not log request headers (uvicorn's
+access log prints the request line and status only).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import socket
+import threading
+import time
+from typing import Any
+
+import uvicorn
+
+
+def bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    # proto must say TCP: asyncio only sets TCP_NODELAY on accepted sockets whose proto is
+    # IPPROTO_TCP, and without it Nagle + delayed ACK cost ~40 ms per keep-alive response.
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.listen(2048)
+    sock.set_inheritable(True)
+    return sock
+
+
+def best_http() -> str:
+    """httptools when installed (faster parsing), h11 otherwise."""
+    return "httptools" if importlib.util.find_spec("httptools") else "h11"
+
+
+def best_loop() -> str:
+    return "uvloop" if importlib.util.find_spec("uvloop") else "asyncio"
+
+
+def make_config(
+    app: Any,
+    *,
+    access_log: bool,
+    log_level: str = "info",
+    http: str | None = None,
+    loop: str | None = None,
+) -> uvicorn.Config:
+    return uvicorn.Config(
+        app,
+        access_log=access_log,
+        log_level=log_level,
+        http=http or best_http(),
+        loop=loop or best_loop(),
+        lifespan="on",
+        server_header=False,
+        timeout_graceful_shutdown=5,
+    )
+
+
+def run_foreground(
+    app: Any,
+    sock: socket.socket,
+    *,
+    access_log: bool = True,
+    http: str | None = None,
+    loop: str | None = None,
+) -> None:
+    """Serve on a bound socket until interrupted (SIGINT/SIGTERM), as
+    ``framework ingest serve`` does."""
+    server = uvicorn.Server(make_config(app, access_log=access_log, http=http, loop=loop))
+    try:
+        server.run(sockets=[sock])
+    finally:
+        sock.close()
+
+
+class BackgroundServer:
+    """The app served by uvicorn in a thread on ``host``:port 0 (or a given port).
+
+    ``start()`` returns once the server accepts connections; ``stop()`` shuts it down and
+    joins the thread. Usable as a context manager.
+    """
+
+    def __init__(
+        self,
+        app: Any,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        access_log: bool = False,
+        log_level: str = "warning",
+        http: str | None = None,
+    ) -> None:
+        self.app = app
+        self._sock = bind(host, port)
+        self.host = host
+        self.port = int(self._sock.getsockname()[1])
+        config = make_config(app, access_log=access_log, log_level=log_level, http=http)
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(
+            target=self._server.run,
+            kwargs={"sockets": [self._sock]},
+            daemon=True,
+            name=f"ingest-server-{self.port}",
+        )
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def start(self, timeout: float = 30.0) -> BackgroundServer:
+        self._thread.start()
+        deadline = time.monotonic() + timeout
+        while not self._server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError("the ingest server did not start")
+            time.sleep(0.01)
+        return self
+
+    def stop(self, timeout: float = 30.0) -> None:
+        self._server.should_exit = True
+        self._thread.join(timeout)
+        self._sock.close()
+
+    def __enter__(self) -> BackgroundServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -1,0 +1,124 @@
+"""Request bodies to validated items: JSON parsing (400) and item validation (422).
+
+This module owns the rules a body must meet before it reaches storage, including the
+ones JSON Schema cannot say (``dedupe_key == source_type:source_id``, text that the
+databases can store). It knows nothing of storage or of HTTP framing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+from framework_ingest.db import format_time
+from framework_ingest.models import BatchItemIn, ItemIn
+from framework_ingest.problems import ProblemError, problem
+
+
+class ItemInvalid(Exception):
+    """One item failed validation; ``problem`` is its 422 problem, ``dedupe_key`` the
+    key it claimed (when it named a string one)."""
+
+    def __init__(self, problem_body: dict[str, Any], dedupe_key: str | None = None) -> None:
+        super().__init__(problem_body.get("detail"))
+        self.problem = problem_body
+        self.dedupe_key = dedupe_key
+
+
+def _no_constants(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def parse_json(body: bytes) -> Any:
+    """The body as JSON, or a 400 problem (bad UTF-8, bad syntax, NaN, too deep)."""
+    if not body.strip():
+        raise ProblemError(400, "malformed-json", "the body is empty; expected JSON")
+    try:
+        return json.loads(body, parse_constant=_no_constants)
+    except (ValueError, RecursionError) as exc:
+        detail = exc.msg if isinstance(exc, json.JSONDecodeError) else type(exc).__name__
+        raise ProblemError(400, "malformed-json", f"the body is not valid JSON: {detail}") from exc
+
+
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    """A valid item with the values storage binds."""
+
+    item: ItemIn
+    scraped_at: str
+    data_text: str
+    idempotency_key: str | None
+
+    def fingerprint(self) -> str:
+        """Identifies the payload under an idempotency key (whitespace and key order
+        do not count; the idempotency key itself is not part of the payload)."""
+        canonical = json.dumps(
+            {
+                "dedupe_key": self.item.dedupe_key,
+                "source_type": self.item.source_type,
+                "source_id": self.item.source_id,
+                "content_hash": self.item.content_hash,
+                "scraped_at": self.scraped_at,
+                "data": self.item.data,
+            },
+            sort_keys=True,
+            separators=(",", ":"),
+        )
+        return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+def _invalid(errors: list[dict[str, str]], obj: Any) -> ItemInvalid:
+    detail = "; ".join(f"{e['field'] or 'body'}: {e['message']}" for e in errors)
+    key = obj.get("dedupe_key") if isinstance(obj, dict) else None
+    return ItemInvalid(
+        problem(422, "validation", detail, errors),
+        key if isinstance(key, str) and _storable(key) else None,
+    )
+
+
+def prepare(obj: Any, *, batch: bool = False, idempotency_key: str | None = None) -> Prepared:
+    """Validate one decoded item; raise :class:`ItemInvalid` naming the offending fields."""
+    model = BatchItemIn if batch else ItemIn
+    try:
+        item = model.model_validate(obj)
+    except ValidationError as exc:
+        raise _invalid(
+            [
+                {"field": ".".join(str(p) for p in err["loc"]), "message": err["msg"]}
+                for err in exc.errors(include_url=False, include_input=False)
+            ],
+            obj,
+        ) from None
+    errors: list[dict[str, str]] = []
+    for name in ("source_type", "source_id", "content_hash", "dedupe_key"):
+        value: str = getattr(item, name)
+        if not _storable(value):
+            errors.append({"field": name, "message": "contains an unpaired surrogate"})
+    if not errors and item.dedupe_key != f"{item.source_type}:{item.source_id}":
+        errors.append({"field": "dedupe_key", "message": "must be '{source_type}:{source_id}'"})
+    try:
+        data_text = json.dumps(
+            item.data, ensure_ascii=False, separators=(",", ":"), allow_nan=False
+        )
+    except ValueError:  # 1e999 parses to inf, which JSON cannot carry back out
+        data_text = ""
+        errors.append({"field": "data", "message": "holds a number out of range"})
+    if not _storable(data_text):
+        errors.append({"field": "data", "message": "contains an unpaired surrogate"})
+    if errors:
+        raise _invalid(errors, obj)
+    if isinstance(item, BatchItemIn):
+        idempotency_key = item.idempotency_key
+    return Prepared(item, format_time(item.scraped_at), data_text, idempotency_key)
+
+
+def _storable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
