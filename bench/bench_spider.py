@@ -1,0 +1,317 @@
+"""Generated spider vs hand-written Scrapy spider, on the same local site, same run.
+
+Starts the demo site (``python -m framework.demo.site --cases N --no-edge-cases``) once,
+then runs each variant in its own subprocess, alternating variants round by round so that
+drift on a shared machine hits all of them alike:
+
+* ``generated``    ``scrapy crawl bench`` of bench/specs/bench.yaml, settings ``SAME``
+* ``handwritten``  ``scrapy runspider bench/handwritten_spider.py``, settings ``SAME``
+* ``generated-defaults``    the framework's own defaults (no ``-s``)
+* ``handwritten-defaults``  Scrapy's own defaults (no ``-s``)
+
+Both spiders write the same JSON-lines feed (``-o``); the first feeds of the two are
+compared item by item, so the figures are for the same extraction. Pages are counted by
+the site itself (``/_stats``), and the site's CPU seconds are reported, so a slow server
+cannot pass unnoticed. ``--sweep`` measures the hand-written spider under several
+CONCURRENT_ITEMS / CONCURRENT_REQUESTS(_PER_DOMAIN) values instead.
+
+    .venv/bin/python bench/bench_spider.py [--cases 3000] [--rounds 3] [--sweep]
+
+Loopback only; the site and every crawl are stopped (terminated, waited) at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shlex
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+ROOT = Path(__file__).resolve().parent.parent
+PY = sys.executable
+SCRAPY = [PY, "-m", "scrapy"]
+SPEC = ROOT / "bench" / "specs" / "bench.yaml"
+HANDWRITTEN = ROOT / "bench" / "handwritten_spider.py"
+
+# The settings both spiders get in the "same settings" comparison: the framework's
+# defaults that Scrapy users can set too (framework/settings.py), spelled out for both.
+SAME: dict[str, str] = {
+    "LOG_LEVEL": "INFO",
+    "CONCURRENT_ITEMS": "10",
+    "CONCURRENT_REQUESTS": "16",
+    "CONCURRENT_REQUESTS_PER_DOMAIN": "8",
+    "ROBOTSTXT_OBEY": "True",
+    "TELNETCONSOLE_ENABLED": "False",
+    "REMOTE_CONTROL_ENABLED": "False",
+}
+FIELDS = (
+    "source_id",
+    "title",
+    "court",
+    "filed",
+    "amount",
+    "room",
+    "plaintiff",
+    "defendant",
+    "judges",
+)
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str
+    spider: str  # "generated" | "handwritten"
+    settings: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Run:
+    variant: str
+    wall: float
+    pages: int
+    items: int
+    exit_code: int
+    site_cpu: float
+    cpu: float  # the crawl process's user+system seconds: robust to a busy machine
+    feed: Path
+
+    @property
+    def pages_per_s(self) -> float:
+        return self.pages / self.wall if self.wall else 0.0
+
+
+class Site:
+    """The bench site in a child process."""
+
+    def __init__(self, cases: int) -> None:
+        argv = [PY, "-m", "framework.demo.site", "--cases", str(cases), "--no-edge-cases"]
+        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, cwd=ROOT)
+        assert self.proc.stdout is not None
+        self.url = self.proc.stdout.readline().strip()
+        if not self.url.startswith("http://127.0.0.1:"):
+            self.stop()
+            raise RuntimeError(f"bench site did not start: {self.url!r}")
+        self.ps = psutil.Process(self.proc.pid)
+
+    def cpu(self) -> float:
+        t = self.ps.cpu_times()
+        return float(t.user + t.system)
+
+    def reset(self) -> None:
+        req = urllib.request.Request(self.url + "/_stats/reset", data=b"", method="POST")  # noqa: S310
+        urllib.request.urlopen(req, timeout=10).read()  # noqa: S310 - our loopback site
+
+    def served(self) -> int:
+        with urllib.request.urlopen(self.url + "/_stats", timeout=10) as resp:  # noqa: S310
+            return int(json.load(resp)["total"])
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(10)
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+
+
+def setting_args(settings: dict[str, str]) -> list[str]:
+    out: list[str] = []
+    for k, v in settings.items():
+        out += ["-s", f"{k}={v}"]
+    return out
+
+
+def generated_command(
+    variant: Variant, site: Site, work: Path, feed: Path
+) -> tuple[list[str], dict[str, str]]:
+    """How the generated spider is run: ``scrapy crawl <job>`` from the repo root, with
+    the job's project root and a fresh workspace (JOBDIR) per run under ``work``.
+    (One function, so switching to ``framework crawl`` is a one-line change.)"""
+    project = work / "project"
+    job = project / "projects" / "bench" / "job.yaml"
+    if not job.exists():
+        job.parent.mkdir(parents=True)
+        job.write_text(SPEC.read_text().replace("{base}", site.url))
+    # A fresh workspace (the job's JOBDIR) per run: an old one would resume, not crawl.
+    workspace = Path(tempfile.mkdtemp(prefix="ws-", dir=work))
+    argv = [*SCRAPY, "crawl", "bench", "-o", f"{feed}:jsonlines"]
+    argv += setting_args({"FRAMEWORK_ROOT": str(project), "JOBDIR": str(workspace)})
+    argv += setting_args(variant.settings)
+    return argv, {"FRAMEWORK_HOME": str(project)}
+
+
+def handwritten_command(variant: Variant, site: Site, feed: Path) -> list[str]:
+    argv = [*SCRAPY, "runspider", str(HANDWRITTEN), "-a", f"base={site.url}"]
+    return [*argv, "-o", f"{feed}:jsonlines", *setting_args(variant.settings)]
+
+
+def run_once(variant: Variant, site: Site, work: Path, n: int) -> Run:
+    feed = work / f"{variant.name}-{n}.jsonl"
+    log = work / f"{variant.name}-{n}.log"
+    env = dict(os.environ)
+    if variant.spider == "generated":
+        argv, extra = generated_command(variant, site, work, feed)
+        env.update(extra)
+    else:
+        argv = handwritten_command(variant, site, feed)
+    site.reset()
+    cpu0 = site.cpu()
+    child0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.monotonic()
+    with log.open("w") as err:
+        proc = subprocess.run(argv, cwd=ROOT, env=env, stdout=err, stderr=err, check=False)
+    wall = time.monotonic() - started
+    child1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (child1.ru_utime - child0.ru_utime) + (child1.ru_stime - child0.ru_stime)
+    items = sum(1 for _ in feed.open()) if feed.exists() else 0
+    site_cpu = site.cpu() - cpu0
+    return Run(variant.name, wall, site.served(), items, proc.returncode, site_cpu, cpu, feed)
+
+
+def compare_feeds(a: Path, b: Path) -> str:
+    def load(p: Path) -> dict[str, dict[str, Any]]:
+        rows = (json.loads(line) for line in p.open())
+        return {r["source_id"]: {k: r.get(k) for k in FIELDS} for r in rows}
+
+    if not a.exists() or not b.exists():
+        return "not compared (a feed is missing)"
+    left, right = load(a), load(b)
+    if left.keys() != right.keys():
+        return f"DIFFERENT ids: {len(left.keys() ^ right.keys())} not in both"
+    differ = [k for k in left if left[k] != right[k]]
+    if differ:
+        return f"DIFFERENT: {len(differ)} of {len(left)} items, e.g. {differ[0]}: {left[differ[0]]} vs {right[differ[0]]}"
+    return f"identical ({len(left)} items, fields {', '.join(FIELDS)})"
+
+
+def summarize(runs: list[Run]) -> dict[str, float]:
+    return {
+        "wall": statistics.median(r.wall for r in runs),
+        "pages_per_s": statistics.median(r.pages_per_s for r in runs),
+        "pages": statistics.median(r.pages for r in runs),
+        "items": statistics.median(r.items for r in runs),
+        "site_cpu": statistics.median(r.site_cpu for r in runs),
+        "cpu": statistics.median(r.cpu for r in runs),
+        "failed": sum(1 for r in runs if r.exit_code != 0),
+    }
+
+
+def main_variants(sweep: bool) -> list[Variant]:
+    if not sweep:
+        return [
+            Variant("generated", "generated", dict(SAME)),
+            Variant("handwritten", "handwritten", dict(SAME)),
+            Variant("generated-defaults", "generated"),
+            Variant("handwritten-defaults", "handwritten"),
+        ]
+    out = []
+    for items, total, per_domain in (
+        ("100", "16", "8"),
+        ("10", "16", "8"),
+        ("10", "16", "16"),
+        ("10", "32", "32"),
+        ("10", "64", "64"),
+    ):
+        settings = dict(SAME)
+        settings.update(
+            CONCURRENT_ITEMS=items,
+            CONCURRENT_REQUESTS=total,
+            CONCURRENT_REQUESTS_PER_DOMAIN=per_domain,
+        )
+        out.append(Variant(f"hw-items{items}-req{total}-dom{per_domain}", "handwritten", settings))
+    # Which of Scrapy's defaults cost the most: change one at a time.
+    out.append(Variant("hw-scrapy-defaults", "handwritten"))
+    out.append(Variant("hw-scrapy-defaults+items10", "handwritten", {"CONCURRENT_ITEMS": "10"}))
+    out.append(Variant("hw-scrapy-defaults+log-info", "handwritten", {"LOG_LEVEL": "INFO"}))
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--cases", type=int, default=3000, help="detail pages (list pages: a tenth)"
+    )
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument(
+        "--sweep", action="store_true", help="concurrency settings, hand-written spider"
+    )
+    parser.add_argument("--only", default="", help="comma-separated variant names")
+    parser.add_argument("--keep", action="store_true", help="keep the work folder (logs, feeds)")
+    args = parser.parse_args()
+    command = ".venv/bin/python bench/bench_spider.py " + " ".join(
+        shlex.quote(a) for a in sys.argv[1:]
+    )
+    variants = main_variants(args.sweep)
+    if args.only:
+        wanted = set(args.only.split(","))
+        variants = [v for v in variants if v.name in wanted]
+    work = Path(tempfile.mkdtemp(prefix="bench-spider-"))
+    site = Site(args.cases)
+    runs: dict[str, list[Run]] = {v.name: [] for v in variants}
+    try:
+        for n in range(args.rounds):
+            for variant in variants:
+                run = run_once(variant, site, work, n)
+                runs[variant.name].append(run)
+                print(
+                    f"round {n + 1} {variant.name:<34} {run.wall:6.2f}s {run.pages:6d} pages "
+                    f"{run.pages_per_s:6.0f}/s items={run.items} exit={run.exit_code} "
+                    f"cpu={run.cpu:.2f}s site_cpu={run.site_cpu:.2f}s",
+                    flush=True,
+                )
+    finally:
+        site.stop()
+    print()
+    print(f"command: {command}")
+    print(
+        f"site: {args.cases} cases ({args.cases + -(-args.cases // 10)} pages), {site.url}; "
+        f"machine: {os.cpu_count()} cores; python {sys.version.split()[0]}"
+    )
+    print("same settings: " + " ".join(f"{k}={v}" for k, v in SAME.items()))
+    print()
+    print(
+        "| variant | median wall s | median pages/s | median crawler CPU s | pages | items "
+        "| site CPU s | failed runs |"
+    )
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    medians = {}
+    for name, rs in runs.items():
+        m = summarize(rs)
+        medians[name] = m
+        print(
+            f"| {name} | {m['wall']:.2f} | {m['pages_per_s']:.0f} | {m['cpu']:.2f} | {m['pages']:.0f} | "
+            f"{m['items']:.0f} | {m['site_cpu']:.2f} | {m['failed']} |"
+        )
+    print()
+    for a, b in (("generated", "handwritten"), ("generated-defaults", "handwritten-defaults")):
+        if a in medians and b in medians and medians[b]["wall"]:
+            ratio = medians[a]["wall"] / medians[b]["wall"]
+            cpu_ratio = medians[a]["cpu"] / medians[b]["cpu"] if medians[b]["cpu"] else 0.0
+            paired = statistics.median(
+                x.wall / y.wall for x, y in zip(runs[a], runs[b], strict=True)
+            )
+            print(f"wall-time ratio {a} / {b}: {ratio:.3f}x (crawler CPU: {cpu_ratio:.3f}x)")
+            print(f"  median of the per-round wall-time ratios: {paired:.3f}x")
+            print(f"  items: {compare_feeds(runs[a][0].feed, runs[b][0].feed)}")
+    if args.keep:
+        print(f"work folder kept: {work}")
+    else:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
