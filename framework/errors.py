@@ -6,7 +6,7 @@ never calls ``sys.exit``::
 
     FrameworkError                    exit 1  unexpected but anticipated failure
     +-- UsageError                    exit 2  bad call or configuration (a human fixes it)
-    |   +-- SpecError                 exit 2  invalid job spec: ``file:line:col: what; expected what``
+    |   +-- SpecError                 exit 2  invalid spec: ``file:line:col: what; expected what``
     |   +-- JobNotFound               exit 2  no ``projects/<job>/job.yaml`` of that name
     |   +-- WorkspaceError            exit 2  workspace missing, unreadable or of another schema
     +-- Checkpoint                    exit 3  benign stop: run again later

@@ -186,6 +186,7 @@ def test_public_door() -> None:
             "content_hash",
             "canonical_json",
             "redact",
+            "redact_url",
         ]
     )
     for name in public.__all__:

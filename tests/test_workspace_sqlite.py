@@ -522,6 +522,8 @@ CRAWLER = textwrap.dedent(
                                   context={"item_key": f"t:{i}", "tab": "tab", "required": True}))
             items = [ItemWrite(f"t:{i}", "t", str(i), {"i": i, "sq": i * i}, complete=i % 3 != 0)]
             store.commit(Outcome(row.id, ok=True, http_status=200, new_rows=new, items=items))
+            if i % 50 == 0:
+                print(i, flush=True)  # progress: the test kills only once commits flow
     store.close()
     """
 )
@@ -577,22 +579,25 @@ def check_consistent(path: Path) -> dict[str, int]:
 
 
 def test_sigkill_during_commits_leaves_a_consistent_store(tmp_path: Path) -> None:
-    path, n = tmp_path / "state.sqlite", 6000
+    path, n = tmp_path / "state.sqlite", 12000
     argv = [sys.executable, "-c", CRAWLER, str(path), str(n)]
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     rng = random.Random(42)
     progress = []
     for _ in range(6):
-        proc = subprocess.Popen(argv, env=env)
-        time.sleep(rng.uniform(0.4, 1.0))
+        proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, text=True)
+        assert proc.stdout is not None
+        proc.stdout.readline()  # commits are flowing (or the run already ended)
+        time.sleep(rng.uniform(0.0, 0.3))
         proc.send_signal(signal.SIGKILL)
         proc.wait()
+        proc.stdout.close()
         if path.exists():
             progress.append(check_consistent(path))
     tabs = len(range(0, n, 3))
     # the kills landed mid-run, after some commits (else this test proves nothing)
     assert sum(0 < p["ok"] < n + tabs for p in progress) >= 5, progress
-    subprocess.run(argv, env=env, check=True, timeout=240)
+    subprocess.run(argv, env=env, check=True, timeout=240, stdout=subprocess.DEVNULL)
     final = check_consistent(path)
     assert final == {"rows": n + tabs, "ok": n + tabs, "items": n}
     with SqliteStore.open(path, readonly=True) as s:

@@ -39,6 +39,7 @@ from framework.workspace import (
     PartWrite,
     Row,
     Workspace,
+    redact_url,
 )
 
 if TYPE_CHECKING:
@@ -343,12 +344,15 @@ class CrawlRuntime:
             c.items_changed += res.items_changed
             c.items_unchanged += res.items_unchanged
         c.items_completed += len(res.completed)
+        final_url = response.url if response is not None else failure_url
+        # Built from known fields only; the URLs are the one place a secret could hide
+        # (credentials, ?token=), so they are masked here and the generic walk skipped.
         self.ws.urls.append(
             {
                 "time": now_iso(),
                 "method": row.method,
-                "url": row.url,
-                "final_url": response.url if response is not None else failure_url,
+                "url": redact_url(row.url),
+                "final_url": redact_url(final_url) if final_url else final_url,
                 "status": response.status if response is not None else None,
                 "bytes": len(response.body) if response is not None else 0,
                 "latency_ms": round(1000 * response.meta.get("download_latency", 0.0), 1)
@@ -358,7 +362,8 @@ class CrawlRuntime:
                 "row": row.id,
                 "kind": row.kind,
                 "attempt": res.attempt,
-            }
+            },
+            redacted=True,
         )
         handled.rows.extend(res.inserted)
         if not outcome.ok:

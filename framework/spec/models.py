@@ -360,11 +360,7 @@ class JobSpec(_Strict):
                     else FollowRule(css=sel, to="detail")
                 )
                 follow = (rule,)
-            pagination: Pagination | None
-            if isinstance(lst.next, str):
-                pagination = Pagination(next=lst.next)
-            else:
-                pagination = lst.next
+            pagination = Pagination(next=lst.next) if isinstance(lst.next, str) else lst.next
             kinds["list"] = PageKind(
                 format=lst.format,
                 render=lst.render,
@@ -392,4 +388,3 @@ class JobSpec(_Strict):
 
 def _looks_like_xpath(selector: str) -> bool:
     return selector.startswith(("/", "(", "./"))
-

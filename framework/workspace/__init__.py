@@ -23,7 +23,7 @@ on it. Nothing secret is ever written to any of these files.
 
 from __future__ import annotations
 
-from framework.workspace.jsonl import JsonlLog, redact
+from framework.workspace.jsonl import JsonlLog, redact, redact_url
 from framework.workspace.records import (
     CommitResult,
     ErrorKind,
@@ -59,4 +59,5 @@ __all__ = [
     "canonical_json",
     "content_hash",
     "redact",
+    "redact_url",
 ]

@@ -125,8 +125,11 @@ class JsonlLog:
         self._fd: int | None = None
 
     # writing -----------------------------------------------------------------
-    def append(self, record: Mapping[str, Any]) -> None:
-        line = dumps_line(redact(record) if self.redact else record)
+    def append(self, record: Mapping[str, Any], *, redacted: bool = False) -> None:
+        """Append one whole line. ``redacted=True``: the caller built the record from
+        known, secret-free fields and masked its URLs itself (``redact_url``), so the
+        generic walk is skipped (the crawl's per-request hot path)."""
+        line = dumps_line(redact(record) if self.redact and not redacted else record)
         if self._fd is None:
             self._fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
         fd = self._fd

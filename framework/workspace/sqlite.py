@@ -162,10 +162,10 @@ class SqliteStore(SqliteReader):
             if got is None:
                 raise WorkspaceError(f"commit for unknown row id {outcome.row_id}")
             attempt, own_key = int(got[0]), got[1]
-            conn.execute(
+            (history_n,) = conn.execute(
                 "INSERT INTO attempts (row_id, n, attempt, time, outcome, http_status, "
                 "error_kind, error) VALUES (?, (SELECT coalesce(max(n), 0) + 1 FROM attempts "
-                "WHERE row_id = ?), ?, ?, ?, ?, ?, ?)",
+                "WHERE row_id = ?), ?, ?, ?, ?, ?, ?) RETURNING n",
                 (
                     outcome.row_id,
                     outcome.row_id,
@@ -176,18 +176,21 @@ class SqliteStore(SqliteReader):
                     kind.value if kind else None,
                     detail,
                 ),
-            )
+            ).fetchone()
             inserted = self._insert_rows(conn, outcome.new_rows, outcome.row_id, now)
             new, changed, unchanged, keys, fresh = self._write_items(conn, outcome, now)
             if own_key is not None:
                 keys.add(str(own_key))
             keys.update(str(r.context["item_key"]) for r in inserted if "item_key" in r.context)
-            keys.update(
-                k
-                for (k,) in conn.execute(
-                    "SELECT dedupe_key FROM items WHERE row_id = ?", (outcome.row_id,)
+            if history_n > 1:
+                # Items written by an earlier attempt of this row follow its new status.
+                # On a row's first ever attempt none can exist: skip the lookup (hot path).
+                keys.update(
+                    k
+                    for (k,) in conn.execute(
+                        "SELECT dedupe_key FROM items WHERE row_id = ?", (outcome.row_id,)
+                    )
                 )
-            )
             completed = self._recompute(conn, keys, fresh)
         self._commits += 1
         if self._commits % CHECKPOINT_EVERY == 0:
