@@ -1,0 +1,339 @@
+"""Shipping benchmarks, each against its plain alternative in the same run.
+
+    .venv/bin/python bench/bench_ship.py                 # all four (several minutes)
+    .venv/bin/python bench/bench_ship.py --quick         # smaller sizes, a smoke run
+    .venv/bin/python bench/bench_ship.py --only memory --memory-items 1000000
+
+1. one-by-one: ``Shipper`` with ``--batch-size 1`` against the reference ingest server
+   (``framework ingest serve``, SQLite, its own process) vs a plain ``requests.Session``
+   loop POSTing the same kind of item bodies with the same headers (bodies built
+   before its clock starts; the shipper's time includes reading the workspace, the
+   ship log and its index). Both alternate in slices against one server, each slice
+   new keys, so the machine's drifting load hits both alike. Target >= 90%.
+2. batches of 100 vs one-by-one, both through ``Shipper``. Target >= 10x.
+3. 20 ms of added latency (bench/ship_delay_proxy.py in front of the server):
+   ``--concurrency 8`` vs ``--concurrency 1`` (one by one). Target >= 5x.
+4. peak memory of ``framework ship`` (a real subprocess reporting its own
+   ``ru_maxrss``) over 1,000,000 stored items, to the no-op endpoint
+   (bench/ship_noop_endpoint.py: the reference server's SQLite would only make it
+   slower, not bigger), first run and re-run (all skipped). Target < 200 MB.
+
+Measurements 2-3 ship to a freshly started server (an empty database) each. Figures
+are wall clock on whatever machine runs it; the machine is shared, so pairs are
+measured back to back in rotating order and the best of ``--repeat`` rounds is kept.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import requests
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from framework_ship.client import idempotency_key  # noqa: E402
+from framework_ship.deliver import item_body  # noqa: E402
+from framework_ship.run import ShipOptions, Shipper  # noqa: E402
+
+from framework.workspace import ItemWrite, NewRow, Outcome, Workspace  # noqa: E402
+
+BIN = Path(sys.executable).parent
+CHUNK = 10_000
+
+
+def build_workspace(path: Path, n: int, source_type: str = "bench") -> Path:
+    """n items of ~300 bytes, written through the store's public writer."""
+    with Workspace.open(path) as ws:
+        for start in range(0, n, CHUNK):
+            (row,) = ws.store.seed([NewRow(kind="detail", url=f"http://bench.test/{start}")])
+            items = [
+                ItemWrite(
+                    f"{source_type}:{i:07d}",
+                    source_type,
+                    f"{i:07d}",
+                    {"title": f"case {i}", "n": i, "court": "district", "body": "x" * 200},
+                )
+                for i in range(start, min(n, start + CHUNK))
+            ]
+            ws.store.commit(Outcome(row_id=row.id, ok=True, items=items))
+    return path
+
+
+def _read_port(proc: subprocess.Popen[str]) -> int:
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if line.startswith("PORT "):
+            return int(line.split()[1])
+    raise RuntimeError("the helper process did not report its port")
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _wait_up(url: str, proc: subprocess.Popen[bytes], log: Path) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"the ingest server exited: {log.read_text()[-2000:]}")
+        try:
+            requests.get(url + "/healthz", timeout=1).raise_for_status()
+            return
+        except requests.RequestException:
+            time.sleep(0.1)
+    raise RuntimeError(f"{url} did not come up")
+
+
+@contextlib.contextmanager
+def ingest_server(tmp: Path) -> Iterator[str]:
+    """The reference server in its own process on a fresh SQLite database."""
+    port = _free_port()
+    db = tmp / f"ingest-{time.monotonic_ns()}.db"
+    log = db.with_suffix(".log")
+    proc = subprocess.Popen(
+        [
+            str(BIN / "framework"),
+            "ingest",
+            "serve",
+            "--db",
+            f"sqlite:///{db}",
+            "--port",
+            str(port),
+            "--no-access-log",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=log.open("wb"),
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        _wait_up(url, proc, log)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+@contextlib.contextmanager
+def helper(*args: str) -> Iterator[int]:
+    proc = subprocess.Popen(
+        [sys.executable, *args], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+    )
+    try:
+        yield _read_port(proc)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def plain_post(bodies: list[dict[str, Any]], url: str) -> float:
+    """Seconds a bare requests.Session loop takes to POST ``bodies`` one by one with
+    the contract's headers (what the shipper sends, minus everything else it does)."""
+    session = requests.Session()
+    started = time.perf_counter()
+    for body in bodies:
+        response = session.post(
+            url + "/v1/items",
+            data=json.dumps(body, separators=(",", ":")).encode(),
+            headers={"Content-Type": "application/json", "Idempotency-Key": idempotency_key(body)},
+            timeout=30,
+        )
+        response.raise_for_status()
+    return time.perf_counter() - started
+
+
+def ship_seconds(ws_path: Path, url: str, **options: Any) -> float:
+    with Workspace.open(ws_path) as ws:
+        shipper = Shipper(ws, ShipOptions(endpoint=url, **options), echo=lambda line: None)
+        started = time.perf_counter()
+        summary = shipper.run()
+        elapsed = time.perf_counter() - started
+    assert summary.exit_code == 0, summary.line()
+    assert summary.counts["accepted"] > 0, summary.line()
+    return elapsed
+
+
+def bench_one_by_one(tmp: Path, n: int, rounds: int) -> dict[str, float]:
+    """Interleaved slices against ONE server: the machine's load drifts, so plain and
+    ship alternate every ``n / rounds`` items (new keys each slice: both only insert)."""
+    per = n // rounds
+    plain_s = ship_s = 0.0
+    with ingest_server(tmp) as url:
+        for r in range(rounds):
+            ws = build_workspace(tmp / f"ws-ship-{r}", per, source_type=f"ship{r}")
+            plain_ws = build_workspace(tmp / f"ws-plain-{r}", per, source_type=f"plain{r}")
+            with Workspace.open(plain_ws, readonly=True) as w:
+                bodies = [item_body(i) for i in w.store.iter_items()]
+            for which in ("plain", "ship") if r % 2 == 0 else ("ship", "plain"):
+                if which == "plain":
+                    plain_s += plain_post(bodies, url)
+                else:
+                    ship_s += ship_seconds(ws, url, batch_size=1)
+    plain, ship = per * rounds / plain_s, per * rounds / ship_s
+    print(f"1. one-by-one, {per * rounds} items each in {rounds} alternating slices: plain "
+          f"Session loop {plain:,.0f} items/s, framework ship --batch-size 1 {ship:,.0f} "
+          f"items/s = {ship / plain:.0%} (target >= 90%)")  # fmt: skip
+    return {"plain": plain, "ship_single": ship}
+
+
+def ship_rate(ws_path: Path, url: str, **options: Any) -> float:
+    """items/s of one full Shipper run (fresh ship log) against ``url``."""
+    for name in ("ship-log.jsonl", "ship-index.sqlite"):
+        (ws_path / name).unlink(missing_ok=True)
+    with Workspace.open(ws_path, readonly=True) as ws:
+        n = ws.store.item_counts()["complete"]
+    return n / ship_seconds(ws_path, url, **options)
+
+
+def bench_batches(tmp: Path, n_single: int, n_batch: int, repeat: int) -> dict[str, float]:
+    ws_single = tmp / "ws-single"
+    if not ws_single.exists():
+        build_workspace(ws_single, n_single)
+    ws_batch = build_workspace(tmp / "ws-batch", n_batch)
+    sizes = [1, 10, 50, 100, 250, 500]
+    rates = dict.fromkeys(sizes, 0.0)
+    for round_ in range(repeat):
+        # Rotate the order each round: the shared machine's load drifts.
+        shift = round_ % len(sizes)
+        for size in sizes[shift:] + sizes[:shift]:
+            with ingest_server(tmp) as url:
+                ws = ws_single if size == 1 else ws_batch
+                rates[size] = max(rates[size], ship_rate(ws, url, batch_size=size))
+    single, batch = rates[1], rates[100]
+    print(f"2. batches of 100, {n_batch} items: {batch:,.0f} items/s vs one-by-one "
+          f"{single:,.0f} items/s = {batch / single:.1f}x (target >= 10x)")  # fmt: skip
+    print("   batch size -> items/s (best of the rounds): " + ", ".join(
+        f"{k}: {v:,.0f}" for k, v in sorted(rates.items())))  # fmt: skip
+    return {f"batch{k}": v for k, v in rates.items()}
+
+
+def bench_latency(tmp: Path, n: int, delay: float) -> dict[str, float]:
+    ws = build_workspace(tmp / "ws-latency", n)
+    out: dict[str, float] = {}
+    for concurrency in (1, 8):
+        with ingest_server(tmp) as url:
+            upstream = url.removeprefix("http://")
+            with helper(str(ROOT / "bench" / "ship_delay_proxy.py"), "--upstream", upstream,
+                        "--delay", str(delay)) as port:  # fmt: skip
+                out[f"c{concurrency}"] = ship_rate(
+                    ws, f"http://127.0.0.1:{port}", batch_size=1, concurrency=concurrency
+                )
+    print(f"3. {delay * 1000:.0f} ms added latency, {n} items one by one: --concurrency 8 "
+          f"{out['c8']:,.0f} items/s vs --concurrency 1 {out['c1']:,.0f} items/s = "
+          f"{out['c8'] / out['c1']:.1f}x (target >= 5x)")  # fmt: skip
+    return out
+
+
+_PEAK = (
+    "import resource, sys\n"
+    "from framework.cli import main\n"
+    "code = main(sys.argv[1:])\n"
+    "print('PEAK_RSS_KB', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)\n"
+    "sys.exit(code)\n"
+)
+
+
+def _ship_peak(ws: Path, url: str, *extra: str) -> tuple[int, float, float, str]:
+    started = time.perf_counter()
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            _PEAK,
+            "ship",
+            "bench",
+            "--workspace",
+            str(ws),
+            "--endpoint",
+            url,
+            *extra,
+        ],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "FRAMEWORK_HOME": str(ws.parent)},
+        check=False,
+    )
+    elapsed = time.perf_counter() - started
+    peak = next(
+        int(line.split()[1]) for line in proc.stderr.splitlines() if line.startswith("PEAK_RSS_KB")
+    )
+    summary = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else proc.stderr
+    return proc.returncode, peak / 1024, elapsed, summary
+
+
+def bench_memory(tmp: Path, n: int) -> dict[str, float]:
+    t = time.perf_counter()
+    ws = build_workspace(tmp / "ws-memory", n)
+    built = time.perf_counter() - t
+    baseline = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import resource, framework_ship.run, framework.cli;"
+            "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    base_mb = int(baseline.stdout) / 1024
+    with helper(str(ROOT / "bench" / "ship_noop_endpoint.py")) as port:
+        url = f"http://127.0.0.1:{port}"
+        code1, peak1, secs1, summary1 = _ship_peak(ws, url)
+        code2, peak2, secs2, summary2 = _ship_peak(ws, url)
+    log_mb = (ws / "ship-log.jsonl").stat().st_size / 1e6
+    index_mb = (ws / "ship-index.sqlite").stat().st_size / 1e6
+    print(f"4. {n:,} stored items (workspace built in {built:.0f} s), default batch size to the "
+          f"no-op endpoint:\n   first run: exit {code1}, peak RSS {peak1:.0f} MB, {secs1:.0f} s "
+          f"({n / secs1:,.0f} items/s)\n   re-run (all skipped): exit {code2}, peak RSS "
+          f"{peak2:.0f} MB, {secs2:.0f} s\n   interpreter + imports alone: {base_mb:.0f} MB; "
+          f"ship-log.jsonl {log_mb:.0f} MB, ship-index.sqlite {index_mb:.0f} MB "
+          f"(target < 200 MB)\n   {summary1}\n   {summary2}")  # fmt: skip
+    return {"peak_first_mb": peak1, "peak_rerun_mb": peak2, "baseline_mb": base_mb}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--only", choices=["single", "batch", "latency", "memory"], action="append")
+    parser.add_argument("--memory-items", type=int, default=None)
+    parser.add_argument("--repeat", type=int, default=None)
+    args = parser.parse_args()
+    quick = args.quick
+    n_single = 600 if quick else 3000
+    n_batch = 5000 if quick else 50_000
+    n_latency = 200 if quick else 800
+    n_memory = args.memory_items or (50_000 if quick else 1_000_000)
+    repeat = args.repeat or (1 if quick else 2)
+    only = set(args.only or ["single", "batch", "latency", "memory"])
+    print(f"$ {Path(sys.executable).name} bench/bench_ship.py {' '.join(sys.argv[1:])}")
+    with tempfile.TemporaryDirectory(prefix="bench-ship-") as raw:
+        tmp = Path(raw)
+        if "single" in only:
+            bench_one_by_one(tmp, n_single, 10 if not quick else 2)
+        if "batch" in only:
+            bench_batches(tmp, n_single, n_batch, repeat)
+        if "latency" in only:
+            bench_latency(tmp, n_latency, 0.02)
+        if "memory" in only:
+            bench_memory(tmp, n_memory)
+
+
+if __name__ == "__main__":
+    main()

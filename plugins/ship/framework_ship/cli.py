@@ -1,0 +1,206 @@
+"""`framework ship <job>`: the command line of shipping.
+
+Owns the options and where each setting comes from: a flag wins over the job spec's
+``ship:`` section, which wins over the environment (``FRAMEWORK_SHIP_ENDPOINT``,
+``FRAMEWORK_SHIP_TOKEN_ENV``). It reads the bearer token from the environment variable
+named by ``--token-env`` and hands it to the run, never to a log or to output. The run
+itself is :mod:`framework_ship.run`; errors go up to the CLI root, which maps them to
+exit codes (0 drained, 2 usage, 3 checkpoint, 4 halted).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import click
+
+from framework.errors import JobNotFound, UsageError
+from framework.project import find_root, resolve_job, workspace_path
+from framework.spec import load_spec
+from framework.spec.models import ShipSettings
+from framework.workspace import Workspace
+from framework_ship.client import items_url
+from framework_ship.policy import DEFAULT_RETRY_AFTER_CAP, RetryPolicy
+from framework_ship.run import DEFAULT_BATCH_SIZE, ShipOptions, Shipper
+
+ENV_ENDPOINT = "FRAMEWORK_SHIP_ENDPOINT"
+ENV_TOKEN_ENV = "FRAMEWORK_SHIP_TOKEN_ENV"  # noqa: S105 - a variable name, not a secret
+
+
+def job_ship_settings(job: str, root: Path) -> ShipSettings | None:
+    """The job spec's ``ship:`` section, or None when the job has no spec file (a
+    workspace can be shipped without its spec, e.g. on another machine)."""
+    try:
+        path = resolve_job(job, root)
+    except JobNotFound:
+        return None
+    return load_spec(path).ship
+
+
+def _first(*values: str | None) -> str | None:
+    for value in values:
+        if value:
+            return value
+    return None
+
+
+@click.command("ship")
+@click.argument("job")
+@click.option("--endpoint", default=None, help=f"Ingest URL (base or items URL). [${ENV_ENDPOINT}]")
+@click.option(
+    "--token-env",
+    default=None,
+    metavar="NAME",
+    help=f"Env variable holding the bearer token. [${ENV_TOKEN_ENV}]",
+)
+@click.option("--fallback-path", default=None, help="Path tried when the endpoint answers 404/405.")
+@click.option("--workspace", default=None, help="Workspace folder (default var/<job>).")
+@click.option(
+    "--batch-size",
+    type=click.IntRange(min=1),
+    default=None,
+    help=f"Items per request via /batch; 1 ships one by one. [default {DEFAULT_BATCH_SIZE}]",
+)
+@click.option(
+    "--concurrency",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Deliveries in flight (threads); never two of one key.",
+)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=30.0,
+    show_default=True,
+    help="Seconds per request.",
+)
+@click.option(
+    "--max-items",
+    type=click.IntRange(min=0),
+    default=None,
+    help="Ship at most N items; exit 3 if more remain.",
+)
+@click.option("--only", multiple=True, metavar="KEY", help="Only these dedupe keys (repeatable).")
+@click.option("--include-incomplete", is_flag=True, help="Also ship items with pending sub-tabs.")
+@click.option("--retry-rejected", is_flag=True, help="Ship again items rejected before.")
+@click.option(
+    "--dry-run", is_flag=True, help="Print what would ship and why; send and write nothing."
+)
+@click.option(
+    "--retry-after-cap",
+    type=click.FloatRange(min=0),
+    default=DEFAULT_RETRY_AFTER_CAP,
+    show_default=True,
+    help="Longest Retry-After honoured by sleeping; longer: exit 3.",
+)
+@click.option(
+    "--max-attempts",
+    type=click.IntRange(min=1),
+    default=5,
+    show_default=True,
+    help="Attempts per item (or batch) before it counts as error.",
+)
+@click.option(
+    "--max-delay",
+    type=click.FloatRange(min=0),
+    default=120.0,
+    show_default=True,
+    help="Seconds one delivery may spend retrying.",
+)
+@click.option(
+    "--max-error-rate",
+    type=click.FloatRange(min=0, max=1, min_open=True),
+    default=0.5,
+    show_default=True,
+    help="Halt (exit 4) when errors+rejections exceed this share of the window.",
+)
+@click.option(
+    "--error-window",
+    type=click.IntRange(min=1),
+    default=50,
+    show_default=True,
+    help="Items the error-rate breaker looks back over.",
+)
+def ship(
+    job: str,
+    endpoint: str | None,
+    token_env: str | None,
+    fallback_path: str | None,
+    workspace: str | None,
+    batch_size: int | None,
+    concurrency: int,
+    timeout: float,
+    max_items: int | None,
+    only: tuple[str, ...],
+    include_incomplete: bool,
+    retry_rejected: bool,
+    dry_run: bool,
+    retry_after_cap: float,
+    max_attempts: int,
+    max_delay: float,
+    max_error_rate: float,
+    error_window: int,
+) -> int:
+    """Deliver the job's stored items to the ingest endpoint (replayable, idempotent).
+
+    Exit codes: 0 drained, 2 usage, 3 come back later (rate limited past the cap,
+    --max-items reached, interrupted, items failed after retries), 4 a human must look
+    (auth refused, error or rejection rate over --max-error-rate).
+    """
+    root = find_root()
+    settings = job_ship_settings(job, root) or ShipSettings()
+    endpoint = _first(endpoint, settings.endpoint, os.environ.get(ENV_ENDPOINT))
+    if not endpoint:
+        raise UsageError(
+            "no endpoint: pass --endpoint URL, set ship.endpoint in the job spec, "
+            f"or ${ENV_ENDPOINT}"
+        )
+    try:
+        items_url(endpoint)
+    except ValueError as exc:
+        raise UsageError(f"--endpoint: {exc}") from None
+    token_var = _first(token_env, settings.token_env, os.environ.get(ENV_TOKEN_ENV))
+    token = None
+    if token_var:
+        token = os.environ.get(token_var)
+        if not token:
+            raise UsageError(f"--token-env {token_var}: that environment variable is not set")
+        if not (token.isascii() and token.isprintable()) or token != token.strip():
+            # Never echo the value: say what is wrong with it.
+            raise UsageError(
+                f"--token-env {token_var}: the token has characters a header cannot carry "
+                "(whitespace at an end, control or non-ASCII characters)"
+            )
+    options = ShipOptions(
+        endpoint=endpoint,
+        fallback_path=_first(fallback_path, settings.fallback_path),
+        batch_size=batch_size or settings.batch_size or DEFAULT_BATCH_SIZE,
+        concurrency=concurrency,
+        timeout=timeout,
+        max_items=max_items,
+        only=only,
+        include_incomplete=include_incomplete,
+        retry_rejected=retry_rejected,
+        dry_run=dry_run,
+        max_error_rate=max_error_rate,
+        error_window=error_window,
+        policy=RetryPolicy(
+            max_attempts=max_attempts, max_delay=max_delay, retry_after_cap=retry_after_cap
+        ),
+    )
+    path = workspace_path(root, job, workspace)
+    with Workspace.open(path, create=False, readonly=dry_run) as ws:
+        shipper = Shipper(
+            ws,
+            options,
+            token,
+            echo=click.echo,
+            notice=lambda message: click.echo(f"notice: {message}", err=True),
+        )
+        shipper.run()
+    return 0
+
+
+__all__ = ["ship"]

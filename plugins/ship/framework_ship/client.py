@@ -1,0 +1,279 @@
+"""HTTP side of shipping: one ingest endpoint, its fallback path, and the batch route.
+
+Owns the requests: the URL (``--endpoint`` is either a base URL, to which the contract
+path ``/v1/items`` is added, or the full items URL), the body bytes, the headers
+(``Content-Type``, ``Idempotency-Key: <dedupe_key>@<content_hash>``, and
+``Authorization: Bearer <token>`` set on each request only, never on the session, never
+returned), the route state (primary -> fallback path after a 404/405; batch route ->
+one by one when the batch route is missing), and turning a response or a transport
+error into a :class:`Reply`. It does not retry, sleep, classify outcomes or log: a
+``Reply`` carries what :mod:`framework_ship.deliver` needs to do those.
+
+One ``requests.Session`` per thread: a session is not safe to share across threads.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote, urlsplit, urlunsplit
+
+import requests
+
+from framework.errors import Halted
+from framework_ship.classify import classify_exception
+
+CONTRACT_PATH = "/v1/items"
+BATCH_SUFFIX = "/batch"
+USER_AGENT = "framework-ship/0.1"
+MAX_IDEMPOTENCY_KEY = 255
+_KEY_SAFE = "!#$&'()*+,-./:;=?@[]^_`{|}~"
+
+
+_TRANSPORT_ERRORS = (
+    requests.exceptions.Timeout,
+    requests.exceptions.ConnectionError,
+    requests.exceptions.ChunkedEncodingError,
+)
+
+
+class RequestRefused(Halted):
+    """requests refused to build or send the request at all (not a network error)."""
+
+
+@dataclass(frozen=True)
+class Reply:
+    """One HTTP exchange (or a transport failure: ``status`` None, ``error_class`` set)."""
+
+    status: int | None
+    body: Any
+    retry_after: str | None
+    latency_ms: float
+    route: str
+    error_class: str | None = None
+    detail: str | None = None
+
+
+def items_url(endpoint: str) -> str:
+    """The items URL of an endpoint: a bare base URL gets the contract path."""
+    parts = urlsplit(endpoint)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ValueError(f"not an http(s) URL: {endpoint!r}")
+    path = parts.path.rstrip("/")
+    if not path:
+        path = CONTRACT_PATH
+    return urlunsplit((parts.scheme, parts.netloc, path, parts.query, ""))
+
+
+def _header_safe(text: str) -> bool:
+    """Printable ASCII without spaces (C-speed checks: this runs once per item)."""
+    return text.isascii() and text.isprintable() and " " not in text
+
+
+def with_path(url: str, path: str) -> str:
+    parts = urlsplit(url)
+    if not path.startswith("/"):
+        path = "/" + path
+    return urlunsplit((parts.scheme, parts.netloc, path.rstrip("/") or "/", "", ""))
+
+
+def redelivery_key(body: Mapping[str, Any]) -> str:
+    """The key of a *second* delivery of a version the server already saw under
+    ``<dedupe_key>@<content_hash>`` with another payload: the content went A -> B -> A,
+    and the crawl stamped the returning A with a new ``scraped_at``. Reusing the first
+    key for a different payload is what the Idempotency-Key draft forbids (the server
+    answers 422); this key adds the scrape time, so it too is stable across replays."""
+    stamp = "".join(ch for ch in str(body.get("scraped_at", "")) if ch.isalnum())
+    return idempotency_key({**body, "content_hash": f"{body['content_hash']}@{stamp}"})
+
+
+def idempotency_key(body: Mapping[str, Any]) -> str:
+    """``<dedupe_key>@<content_hash>``: one delivery of one version of a datum.
+
+    A header value must be printable ASCII without spaces (at most 255 characters at
+    the reference server), so a key outside that is percent-encoded, and a still too
+    long one is replaced by its sha256: stable either way, so a replay reuses it."""
+    raw = f"{body['dedupe_key']}@{body['content_hash']}"
+    if len(raw) <= MAX_IDEMPOTENCY_KEY and _header_safe(raw):
+        return raw
+    encoded = f"{quote(str(body['dedupe_key']), safe=_KEY_SAFE)}@{body['content_hash']}"
+    if len(encoded) <= MAX_IDEMPOTENCY_KEY:
+        return encoded
+    return "sha256:" + hashlib.sha256(raw.encode("utf-8")).hexdigest()
+
+
+class IngestClient:
+    def __init__(
+        self,
+        endpoint: str,
+        token: str | None = None,
+        fallback_path: str | None = None,
+        timeout: float = 30.0,
+        notice: Callable[[str], None] = lambda message: None,
+        session_factory: Callable[[], requests.Session] = requests.Session,
+    ) -> None:
+        primary = items_url(endpoint)
+        self.routes = [primary]
+        if fallback_path:
+            fallback = with_path(primary, fallback_path)
+            if fallback != primary:
+                self.routes.append(fallback)
+        self._route = 0
+        self._batch_ok = [True] * len(self.routes)
+        self._token = token
+        self.timeout = timeout
+        self._notice = notice
+        self._session_factory = session_factory
+        self._local = threading.local()
+        self._lock = threading.Lock()
+        self._sessions: list[requests.Session] = []
+
+    def __repr__(self) -> str:  # never shows the token
+        return f"IngestClient(route={self.route!r}, auth={'yes' if self._token else 'no'})"
+
+    # route state ----------------------------------------------------------------
+    @property
+    def route(self) -> str:
+        return self.routes[self._route]
+
+    @property
+    def batch_available(self) -> bool:
+        return self._batch_ok[self._route]
+
+    def moved(self, failed_route: str, status: int) -> bool:
+        """The endpoint answered 404/405 on ``failed_route``: switch to the fallback
+        path. Returns whether there is a route left to try."""
+        with self._lock:
+            index = self.routes.index(failed_route) if failed_route in self.routes else -1
+            if index < self._route:
+                return True  # another thread already moved on
+            if index + 1 >= len(self.routes):
+                return False
+            self._route = index + 1
+            self._notice(
+                f"endpoint moved: POST {urlsplit(failed_route).path} answered {status}; "
+                f"using the fallback path {urlsplit(self.route).path}"
+            )
+            return True
+
+    def batch_missing(self, failed_route: str, status: int) -> None:
+        """The batch route of ``failed_route`` answered 404/405: ship one by one there."""
+        with self._lock:
+            if failed_route not in self.routes:
+                return
+            index = self.routes.index(failed_route)
+            if self._batch_ok[index]:
+                self._batch_ok[index] = False
+                self._notice(
+                    f"the batch route POST {urlsplit(failed_route).path}{BATCH_SUFFIX} "
+                    f"answered {status}: shipping one by one"
+                )
+
+    # requests -----------------------------------------------------------------
+    def _session(self) -> requests.Session:
+        session: requests.Session | None = getattr(self._local, "session", None)
+        if session is None:
+            session = self._session_factory()
+            self._local.session = session
+            with self._lock:
+                self._sessions.append(session)
+        return session
+
+    def _headers(self, idem: str | None) -> dict[str, str]:
+        headers = {
+            "Content-Type": "application/json",
+            "Accept": "application/json",
+            "User-Agent": USER_AGENT,
+        }
+        if idem is not None:
+            headers["Idempotency-Key"] = idem
+        if self._token:
+            headers["Authorization"] = f"Bearer {self._token}"
+        return headers
+
+    def post_item(self, body: Mapping[str, Any], idem: str | None = None) -> Reply:
+        route = self.route
+        return self._post(route, route, body, idem or idempotency_key(body))
+
+    def post_batch(
+        self, bodies: Sequence[Mapping[str, Any]], idems: Sequence[str | None] | None = None
+    ) -> Reply:
+        route = self.route
+        keys = list(idems) if idems is not None else [None] * len(bodies)
+        # Each element names its own delivery, as the single route's header does.
+        elements = [
+            {**b, "idempotency_key": k or idempotency_key(b)}
+            for b, k in zip(bodies, keys, strict=True)
+        ]
+        return self._post(route, route + BATCH_SUFFIX, elements, None)
+
+    def _post(self, route: str, url: str, payload: Any, idem: str | None) -> Reply:
+        data = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode()
+        started = time.perf_counter()
+        try:
+            response = self._session().post(
+                url,
+                data=data,
+                headers=self._headers(idem),
+                timeout=self.timeout,
+                allow_redirects=False,
+            )
+            content = response.content  # read it all inside the timing and the try
+        except requests.RequestException as exc:
+            latency = (time.perf_counter() - started) * 1000
+            if not isinstance(exc, _TRANSPORT_ERRORS):
+                # Not the network: a bad URL or header, a bug. Retrying cannot help and
+                # marking the item done would lie, so the run halts. Only the class name
+                # is kept: the message of an invalid header quotes its value (the token).
+                raise RequestRefused(
+                    f"the request could not be made ({type(exc).__name__}); check "
+                    "--endpoint and the token"
+                ) from None
+            _, error_class = classify_exception(exc)
+            return Reply(None, None, None, latency, route, error_class, _short(exc))
+        except ConnectionError as exc:  # a reset while reading the body
+            latency = (time.perf_counter() - started) * 1000
+            return Reply(None, None, None, latency, route, "reset", _short(exc))
+        latency = (time.perf_counter() - started) * 1000
+        body: Any = None
+        if content:
+            try:
+                body = json.loads(content)
+            except ValueError:
+                body = None
+        detail = None
+        if response.status_code >= 300:
+            detail = _detail(body, content)
+        return Reply(
+            response.status_code,
+            body,
+            response.headers.get("Retry-After"),
+            latency,
+            route,
+            None,
+            detail,
+        )
+
+    def close(self) -> None:
+        with self._lock:
+            for session in self._sessions:
+                session.close()
+            self._sessions.clear()
+
+
+def _short(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"[:200]
+
+
+def _detail(body: Any, content: bytes) -> str:
+    if isinstance(body, Mapping):
+        for name in ("detail", "error", "message"):
+            if name in body:
+                value = body[name]
+                return (value if isinstance(value, str) else json.dumps(value))[:300]
+    return content[:300].decode("utf-8", "replace")

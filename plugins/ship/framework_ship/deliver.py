@@ -1,0 +1,453 @@
+"""Delivering one unit of items (one item, or one batch) with retries.
+
+Owns the attempt loop of a unit: honour the shared Retry-After deadline before every
+send, POST through :class:`~framework_ship.client.IngestClient`, classify each item's
+answer, write one ship-log line per item per attempt, retry what is transient (tenacity,
+per :mod:`framework_ship.policy`), halve a batch that is too large, fall back to one by
+one when the batch route is missing, and follow the fallback path when the endpoint
+moved. It returns per-item final outcomes and, when the whole run must stop, the error
+that says why (auth refused -> :class:`Halted`; Retry-After over the cap, interrupted ->
+:class:`Checkpoint`). It never decides what to ship (that is :mod:`framework_ship.run`).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+from framework.errors import Checkpoint, FrameworkError, Halted
+from framework.workspace.records import StoredItem
+from framework_ship.classify import (
+    Outcome,
+    Verdict,
+    classify_status,
+    error_class_for_status,
+    success_outcome,
+)
+from framework_ship.client import (
+    BATCH_SUFFIX,
+    IngestClient,
+    Reply,
+    idempotency_key,
+    redelivery_key,
+)
+from framework_ship.deadline import Deadline
+from framework_ship.policy import RetryPolicy, build_retrying, parse_retry_after
+from framework_ship.shiplog import Attempt, ShipLog
+
+
+class RateLimited(Checkpoint):
+    """The server asked for a pause longer than the cap: come back later."""
+
+
+class Interrupted(Checkpoint):
+    """SIGINT/SIGTERM: the attempt in flight finished and was logged."""
+
+
+class AuthRefused(Halted):
+    """401/403: the credentials are wrong; retrying would only hammer the endpoint."""
+
+
+class EndpointGone(Halted):
+    """404/405 on every configured path: a human must point the shipper somewhere."""
+
+
+@dataclass
+class UnitResult:
+    final: dict[str, str] = field(default_factory=dict)  # key -> outcome word
+    stop: FrameworkError | None = None
+
+
+@dataclass(frozen=True)
+class _Want:
+    retry_wanted: bool
+    retry_after: float | None = None
+
+
+def item_body(item: StoredItem) -> dict[str, Any]:
+    """The contract body of one item."""
+    return {
+        "dedupe_key": item.dedupe_key,
+        "source_type": item.source_type,
+        "source_id": item.source_id,
+        "content_hash": item.content_hash,
+        "scraped_at": item.last_scraped,
+        "data": dict(item.data),
+    }
+
+
+class Deliverer:
+    def __init__(
+        self,
+        client: IngestClient,
+        log: ShipLog,
+        policy: RetryPolicy,
+        deadline: Deadline,
+        stop: threading.Event,
+        sleep: Callable[[float], None] | None = None,
+        clock: Callable[[], float] = time.time,
+        on_batch_limit: Callable[[int], None] = lambda size: None,
+    ) -> None:
+        self.client = client
+        self.log = log
+        self.policy = policy
+        self.deadline = deadline
+        self.stop = stop
+        # The real sleep wakes up on SIGINT/SIGTERM so a long backoff never delays exit.
+        self.sleep: Callable[[float], None] = sleep if sleep is not None else self._wait
+        self.clock = clock
+        self.on_batch_limit = on_batch_limit
+        self._mutex = threading.Lock()
+        self._redelivered: set[tuple[str, str]] = set()
+        # One Retrying for all deliveries: tenacity keeps per-call state in the call
+        # and per-thread statistics in a threading.local, so sharing it is safe.
+        self._retrying = build_retrying(policy, self.sleep)
+
+    def _idem(self, item: StoredItem, body: Mapping[str, Any]) -> str:
+        if (item.dedupe_key, item.content_hash) in self._redelivered:
+            return redelivery_key(body)
+        return idempotency_key(body)
+
+    def _redeliver(self, item: StoredItem) -> bool:
+        """Switch ``item`` to its redelivery key; False if it already uses it (then the
+        422 stands as a rejection: no loop)."""
+        pair = (item.dedupe_key, item.content_hash)
+        with self._mutex:
+            if pair in self._redelivered:
+                return False
+            self._redelivered.add(pair)
+            return True
+
+    def _wait(self, seconds: float) -> None:
+        self.stop.wait(seconds)
+
+    def deliver(self, items: Sequence[StoredItem]) -> UnitResult:
+        result = UnitResult()
+        attempts: dict[str, int] = {}
+        try:
+            self._deliver(list(items), result, attempts)
+        except FrameworkError as exc:
+            result.stop = exc
+            # Queued units must not start: the whole run stops here.
+            self.stop.set()
+        return result
+
+    def _deliver(
+        self, items: list[StoredItem], result: UnitResult, attempts: dict[str, int]
+    ) -> None:
+        if len(items) > 1 and self.client.batch_available:
+            leftover = self._batch(items, result, attempts)
+        else:
+            leftover = items
+        for item in leftover:
+            self._single(item, result, attempts)
+
+    # before every send ------------------------------------------------------------
+    def _before_send(self) -> None:
+        if self.stop.is_set():
+            raise Interrupted("interrupted")
+        remaining = self.deadline.remaining()
+        if remaining > self.policy.retry_after_cap:
+            raise RateLimited(
+                f"rate limited: {self.deadline.host} may not be sent to for another "
+                f"{remaining:.0f} s (over the cap of {self.policy.retry_after_cap:.0f} s); "
+                f"deadline in {self.deadline.path.name}"
+            )
+        if remaining > 0:
+            self.sleep(remaining)
+            if self.stop.is_set():
+                raise Interrupted("interrupted")
+
+    def _rate_limit(self, reply: Reply) -> float | None:
+        """Record a Retry-After demand in the shared deadline; stop if over the cap."""
+        if reply.status not in (429, 503):
+            return None
+        now = self.clock()
+        demanded = parse_retry_after(reply.retry_after, now)
+        if demanded is None:
+            return None
+        self.deadline.push(
+            now + demanded, reason=f"{reply.status} Retry-After: {reply.retry_after}"
+        )
+        if demanded > self.policy.retry_after_cap:
+            raise RateLimited(
+                f"rate limited: {self.deadline.host} answered {reply.status} with Retry-After "
+                f"{demanded:.0f} s, over the cap of {self.policy.retry_after_cap:.0f} s; "
+                f"deadline written to {self.deadline.path.name}"
+            )
+        return demanded
+
+    # one item ---------------------------------------------------------------------
+    def _single(self, item: StoredItem, result: UnitResult, attempts: dict[str, int]) -> None:
+        body = item_body(item)
+        key = item.dedupe_key
+
+        def attempt() -> _Want:
+            self._before_send()
+            while True:
+                reply = self.client.post_item(body, self._idem(item, body))
+                attempts[key] = attempts.get(key, 0) + 1
+                status = reply.status
+                if status is None:
+                    self._log([item], attempts, reply, Outcome.ERROR, reply.error_class)
+                    return _Want(True)
+                verdict = classify_status(status)
+                if status == 422 and key_reused(reply.body) and self._redeliver(item):
+                    self._log([item], attempts, reply, Outcome.ERROR, "idempotency_key_reused")
+                    continue  # nothing was stored: send again under the redelivery key
+                if verdict is Verdict.MOVED:
+                    self._log([item], attempts, reply, Outcome.ERROR, "moved")
+                    if self.client.moved(reply.route, status):
+                        continue  # nothing was delivered: try the fallback path now
+                    raise EndpointGone(
+                        f"the endpoint answered {status} on {_path(reply.route)} and no "
+                        "fallback path is left (--fallback-path)"
+                    )
+                break
+            if verdict is Verdict.SUCCESS:
+                outcome = success_outcome(status, reply.body)
+                self._log([item], attempts, reply, outcome, None)
+                result.final[key] = outcome
+                return _Want(False)
+            if verdict is Verdict.REJECTED:
+                self._log([item], attempts, reply, Outcome.REJECTED, error_class_for_status(status))
+                result.final[key] = Outcome.REJECTED
+                return _Want(False)
+            if verdict is Verdict.AUTH:
+                self._log([item], attempts, reply, Outcome.ERROR, "auth")
+                raise AuthRefused(
+                    f"the endpoint refused the credentials ({status}); check --token-env"
+                )
+            self._log([item], attempts, reply, Outcome.ERROR, error_class_for_status(status))
+            return _Want(True, self._rate_limit(reply))
+
+        last = self._retrying(attempt)
+        if last is not None and last.retry_wanted:
+            result.final[key] = Outcome.ERROR
+
+    # a batch ----------------------------------------------------------------------
+    def _batch(
+        self, items: list[StoredItem], result: UnitResult, attempts: dict[str, int]
+    ) -> list[StoredItem]:
+        """Returns the items to send one by one (batch route missing or refused)."""
+        pending = list(items)
+        leftover: list[StoredItem] = []
+        halves: list[list[StoredItem]] = []
+
+        def attempt() -> _Want:
+            nonlocal pending, leftover
+            self._before_send()
+            bodies = [item_body(i) for i in pending]
+            reply = self.client.post_batch(
+                bodies, [self._idem(i, b) for i, b in zip(pending, bodies, strict=True)]
+            )
+            for item in pending:
+                attempts[item.dedupe_key] = attempts.get(item.dedupe_key, 0) + 1
+            status = reply.status
+            if status is None:
+                self._log(pending, attempts, reply, Outcome.ERROR, reply.error_class, batch=True)
+                return _Want(True)
+            verdict = classify_status(status)
+            if verdict is Verdict.SUCCESS:
+                pending = self._batch_results(pending, attempts, reply, result)
+                return _Want(bool(pending))
+            if verdict is Verdict.AUTH:
+                self._log(pending, attempts, reply, Outcome.ERROR, "auth", batch=True)
+                raise AuthRefused(
+                    f"the endpoint refused the credentials ({status}); check --token-env"
+                )
+            if verdict is Verdict.MOVED:
+                self._log(pending, attempts, reply, Outcome.ERROR, "batch_route_missing", True)
+                self.client.batch_missing(reply.route, status)
+                leftover, pending = pending, []
+                return _Want(False)
+            if status == 413 and len(pending) > 1:
+                self._log(pending, attempts, reply, Outcome.ERROR, "too_large", batch=True)
+                half = len(pending) // 2
+                self.on_batch_limit(half)
+                halves.extend([pending[:half], pending[half:]])
+                pending = []
+                return _Want(False)
+            if verdict is Verdict.REJECTED:
+                # The batch as a whole was refused: let each item get its own verdict.
+                self._log(pending, attempts, reply, Outcome.ERROR, "batch_rejected", batch=True)
+                leftover, pending = pending, []
+                return _Want(False)
+            self._log(pending, attempts, reply, Outcome.ERROR, error_class_for_status(status), True)
+            return _Want(True, self._rate_limit(reply))
+
+        last = self._retrying(attempt)
+        if last is not None and last.retry_wanted:
+            for item in pending:
+                result.final[item.dedupe_key] = Outcome.ERROR
+        for part in halves:
+            self._deliver(part, result, attempts)
+        return leftover
+
+    def _batch_results(
+        self,
+        pending: list[StoredItem],
+        attempts: dict[str, int],
+        reply: Reply,
+        result: UnitResult,
+    ) -> list[StoredItem]:
+        """Log one line per item of a 2xx batch answer; return the items to retry."""
+        entries = batch_entries(reply.body, len(pending))
+        if entries is None:
+            self._log(pending, attempts, reply, Outcome.ERROR, "bad_batch_response", batch=True)
+            return pending
+        batch_id = uuid.uuid4().hex[:12]
+        lines: list[Attempt] = []
+        still: list[StoredItem] = []
+        for item, entry in zip(pending, entries, strict=True):
+            status, outcome, detail, error_class = entry_verdict(entry)
+            if (
+                outcome is Outcome.REJECTED
+                and key_reused(entry.get("problem"))
+                and self._redeliver(item)
+            ):
+                outcome, error_class = Outcome.ERROR, "idempotency_key_reused"
+            if outcome is Outcome.ERROR:
+                still.append(item)
+            else:
+                result.final[item.dedupe_key] = outcome
+            lines.append(
+                self._line(
+                    item,
+                    attempts,
+                    reply,
+                    outcome,
+                    error_class,
+                    batch_id,
+                    status=status,
+                    detail=detail,
+                )
+            )
+        self.log.write(lines)
+        return still
+
+    # logging ----------------------------------------------------------------------
+    def _line(
+        self,
+        item: StoredItem,
+        attempts: Mapping[str, int],
+        reply: Reply,
+        outcome: str,
+        error_class: str | None,
+        batch_id: str | None,
+        status: int | None = None,
+        detail: str | None = None,
+    ) -> Attempt:
+        return Attempt(
+            dedupe_key=item.dedupe_key,
+            content_hash=item.content_hash,
+            attempt=attempts.get(item.dedupe_key, 1),
+            http_status=status if status is not None else reply.status,
+            outcome=str(outcome),
+            latency_ms=reply.latency_ms,
+            error_class=error_class,
+            batch_id=batch_id,
+            route=_path(reply.route) + (BATCH_SUFFIX if batch_id else ""),
+            detail=detail if detail is not None else reply.detail,
+        )
+
+    def _log(
+        self,
+        items: Sequence[StoredItem],
+        attempts: Mapping[str, int],
+        reply: Reply,
+        outcome: str,
+        error_class: str | None,
+        batch: bool = False,
+    ) -> None:
+        batch_id = uuid.uuid4().hex[:12] if batch else None
+        self.log.write(
+            [self._line(i, attempts, reply, outcome, error_class, batch_id) for i in items]
+        )
+
+
+def _path(url: str) -> str:
+    return urlsplit(url).path
+
+
+def batch_entries(body: Any, expected: int) -> list[Mapping[str, Any]] | None:
+    """The per-item results of a batch answer, in order; None if malformed."""
+    entries: Any = body
+    if isinstance(body, dict):
+        for name in ("results", "items"):
+            if isinstance(body.get(name), list):
+                entries = body[name]
+                break
+    if not isinstance(entries, list) or len(entries) != expected:
+        return None
+    if not all(isinstance(e, dict) for e in entries):
+        return None
+    return entries
+
+
+def entry_verdict(entry: Mapping[str, Any]) -> tuple[int | None, Outcome, str | None, str | None]:
+    code = entry.get("status_code")
+    if type(code) is int and 200 <= code < 300:  # the common case, kept cheap
+        word = entry.get("status")
+        if word in _SUCCESS_WORDS:
+            return code, _SUCCESS_WORDS[word], None, None
+        return code, success_outcome(code, entry), None, None
+    return _entry_verdict(entry)
+
+
+_SUCCESS_WORDS = {o.value: o for o in (Outcome.ACCEPTED, Outcome.UPDATED, Outcome.DUPLICATE)}
+
+
+def _entry_verdict(entry: Mapping[str, Any]) -> tuple[int | None, Outcome, str | None, str | None]:
+    """(status code, outcome, detail, error class) of one item of a batch answer.
+
+    The reference server says ``{"status": "accepted|duplicate|updated|invalid|conflict",
+    "status_code": 201|200|422|409, "problem": {...}}``; the code decides when given."""
+    status: int | None = None
+    for name in ("status_code", "http_status", "status"):
+        value = entry.get(name)
+        if isinstance(value, int) and not isinstance(value, bool):
+            status = value
+            break
+    word: str | None = None
+    for name in ("outcome", "result", "status"):
+        value = entry.get(name)
+        if isinstance(value, str):
+            word = value.lower()
+            break
+    detail = _entry_detail(entry)
+    if status is not None:
+        verdict = classify_status(status)
+        if verdict is Verdict.SUCCESS:
+            return status, success_outcome(status, entry), None, None
+        if verdict is Verdict.REJECTED:
+            return status, Outcome.REJECTED, detail, error_class_for_status(status)
+        return status, Outcome.ERROR, detail, error_class_for_status(status)
+    if word in ("accepted", "updated", "duplicate"):
+        return None, Outcome(word), None, None
+    if word in ("rejected", "invalid"):
+        return None, Outcome.REJECTED, detail, "invalid"
+    return None, Outcome.ERROR, detail, word or "item_error"
+
+
+def _entry_detail(entry: Mapping[str, Any]) -> str | None:
+    for name in ("problem", "detail", "error"):
+        value = entry.get(name)
+        if isinstance(value, Mapping):
+            value = value.get("detail") or value.get("title")
+        if value is not None:
+            return str(value)[:300]
+    return None
+
+
+def key_reused(problem: Any) -> bool:
+    """Whether a 422 problem says "Idempotency-Key reused with a different body"."""
+    if not isinstance(problem, Mapping):
+        return False
+    kind = problem.get("type")
+    return isinstance(kind, str) and kind.endswith("idempotency-key-reused")

@@ -1,0 +1,155 @@
+"""Retry policy of the shipper: plain numbers in, tenacity strategies out.
+
+Owns *when* to try again and for how long: exponential backoff with jitter between
+attempts, bounded by attempts and by total time, and ``Retry-After`` (RFC 9110
+delta-seconds or HTTP-date) honoured up to a cap. The policy is kept as plain numbers
+(:class:`RetryPolicy`) because tenacity objects do not pickle and settings should not
+hold behaviour; :func:`build_retrying` composes the tenacity objects per delivery.
+It knows nothing of HTTP status codes (that is :mod:`framework_ship.classify`) and
+never sleeps by itself: ``sleep`` is injected so tests never wait.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from email.utils import parsedate_to_datetime
+from typing import Any, Protocol
+
+from tenacity import (
+    RetryCallState,
+    Retrying,
+    retry_if_result,
+    stop_after_attempt,
+    stop_after_delay,
+    wait_exponential_jitter,
+)
+from tenacity.stop import stop_base
+from tenacity.wait import wait_base
+
+DEFAULT_RETRY_AFTER_CAP = 300.0
+
+_DELTA_RE = re.compile(r"^\s*(\d+)\s*$")
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How hard one delivery (one item or one batch) is tried before it counts as
+    ``error`` for this run. Seconds everywhere."""
+
+    max_attempts: int = 5
+    max_delay: float = 120.0  # total time budget of one delivery, sleeps included
+    initial_wait: float = 0.5  # first backoff; doubles each attempt
+    max_wait: float = 30.0  # one backoff never exceeds this (Retry-After may)
+    jitter: float = 0.5  # uniform [0, jitter) added to each backoff
+    retry_after_cap: float = DEFAULT_RETRY_AFTER_CAP  # a longer demand is a checkpoint
+
+    def __post_init__(self) -> None:
+        if self.max_attempts < 1:
+            raise ValueError("max_attempts must be at least 1")
+        for name in ("max_delay", "initial_wait", "max_wait", "jitter", "retry_after_cap"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must not be negative")
+
+
+def parse_retry_after(value: str | None, now: float) -> float | None:
+    """Seconds to wait demanded by a ``Retry-After`` header, or None if absent/invalid.
+
+    RFC 9110 10.2.3: either delta-seconds (a non-negative integer) or an HTTP-date
+    (IMF-fixdate, and the obsolete RFC 850 and asctime forms a recipient must accept).
+    A date in the past means "now" (0). ``now`` is epoch seconds.
+    """
+    if value is None:
+        return None
+    match = _DELTA_RE.match(value)
+    if match:
+        return float(int(match.group(1)))
+    try:
+        when = parsedate_to_datetime(value.strip())
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when is None:  # pragma: no cover - older Pythons returned None
+        return None
+    if when.tzinfo is None:
+        # asctime carries no zone; HTTP dates are always GMT.
+        from datetime import UTC
+
+        when = when.replace(tzinfo=UTC)
+    seconds = when.timestamp() - now
+    if math.isnan(seconds):
+        return None
+    return max(0.0, seconds)
+
+
+class HasRetryAfter(Protocol):
+    """What a delivery attempt returns: whether something is left to retry, and the
+    server's Retry-After demand (seconds) if it gave one."""
+
+    @property
+    def retry_wanted(self) -> bool: ...
+
+    @property
+    def retry_after(self) -> float | None: ...
+
+
+class wait_backoff_or_retry_after(wait_base):
+    """Exponential backoff with jitter, but never shorter than the server asked."""
+
+    def __init__(self, policy: RetryPolicy) -> None:
+        self._backoff = wait_exponential_jitter(
+            multiplier=policy.initial_wait, max=policy.max_wait, jitter=policy.jitter
+        )
+
+    def __call__(self, retry_state: RetryCallState) -> float:
+        backoff = float(self._backoff(retry_state))
+        outcome = retry_state.outcome
+        if outcome is None or outcome.failed:
+            return backoff
+        demanded = getattr(outcome.result(), "retry_after", None)
+        if demanded is None:
+            return backoff
+        return max(backoff, float(demanded))
+
+
+class stop_after_idle(stop_base):
+    """Stop once the sleeps already requested reach ``max_delay``.
+
+    Complements ``stop_after_delay`` (wall clock): with an injected sleep no wall time
+    passes, and this still bounds a delivery by the time it *would* have taken.
+    """
+
+    def __init__(self, max_delay: float) -> None:
+        self.max_delay = max_delay
+
+    def __call__(self, retry_state: RetryCallState) -> bool:
+        return retry_state.idle_for >= self.max_delay
+
+
+def build_retrying(
+    policy: RetryPolicy,
+    sleep: Callable[[float], None] = time.sleep,
+    before_attempt: Callable[[RetryCallState], None] | None = None,
+) -> Retrying:
+    """A tenacity ``Retrying`` that calls an attempt function returning a
+    :class:`HasRetryAfter`, retries while ``retry_wanted``, and hands back the last
+    result when attempts or time run out (the caller marks what is left ``error``).
+    Exceptions raised by the attempt function (a checkpoint, a halt) are not retried."""
+    kwargs: dict[str, Any] = {}
+    if before_attempt is not None:
+        kwargs["before"] = before_attempt
+    return Retrying(
+        sleep=sleep,
+        stop=(
+            stop_after_attempt(policy.max_attempts)
+            | stop_after_delay(policy.max_delay)
+            | stop_after_idle(policy.max_delay)
+        ),
+        wait=wait_backoff_or_retry_after(policy),
+        retry=retry_if_result(lambda result: bool(result.retry_wanted)),
+        retry_error_callback=lambda state: state.outcome.result() if state.outcome else None,
+        reraise=True,
+        **kwargs,
+    )

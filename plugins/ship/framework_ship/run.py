@@ -1,0 +1,464 @@
+"""The ship run: which items go out, in what units, and when the run stops.
+
+Owns one run of ``framework ship``: take the workspace's ship lock, stream its items in
+dedupe-key order (bounded memory: the store pages them, the side index answers "already
+delivered?" per key), decide per item (ship / skip / hold), group items into units of
+``batch_size``, hand units to a thread pool of ``concurrency`` deliverers (never two
+in-flight deliveries of one key), count final outcomes, trip the error-rate breaker,
+honour ``--max-items`` and SIGINT/SIGTERM, append ``ship_started``/``ship_finished`` to
+``events.jsonl`` and print a summary. The verdict of the run is its return (drained) or
+a raised :class:`Checkpoint` / :class:`Halted`; it never calls ``sys.exit``.
+HTTP, retries and the log format belong to :mod:`client`, :mod:`deliver`, :mod:`shiplog`.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+import time
+from collections import Counter, deque
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from typing import Any, TextIO
+from urllib.parse import urlsplit
+
+from framework.errors import Checkpoint, FrameworkError, Halted, UsageError
+from framework.workspace import StoredItem, Workspace
+from framework_ship.classify import Outcome
+from framework_ship.client import IngestClient
+from framework_ship.deadline import Deadline, host_of
+from framework_ship.deliver import Deliverer, Interrupted, UnitResult
+from framework_ship.index import SUCCESS, Latest, ShipIndex, digest
+from framework_ship.policy import RetryPolicy
+from framework_ship.shiplog import ShipLog, utc_now
+
+# Measured (bench/bench_ship.py, docs/bench-ship.md) against the reference server:
+# 250 was the fastest size in one scan and within 13% of 500 in the other, while it
+# stays half the server's default limit (500: a 413 above) and a request under 100 KB.
+DEFAULT_BATCH_SIZE = 250
+DECIDE_CHUNK = 500  # items per index query; bounded memory, few round trips
+OUTCOME_ORDER = ("accepted", "updated", "duplicate", "skipped", "rejected", "error")
+
+
+@dataclass(frozen=True)
+class ShipOptions:
+    endpoint: str
+    fallback_path: str | None = None
+    batch_size: int = DEFAULT_BATCH_SIZE
+    concurrency: int = 1
+    timeout: float = 30.0
+    max_items: int | None = None
+    only: Sequence[str] = ()
+    include_incomplete: bool = False
+    retry_rejected: bool = False
+    dry_run: bool = False
+    max_error_rate: float = 0.5
+    error_window: int = 50
+    policy: RetryPolicy = field(default_factory=RetryPolicy)
+
+    def __post_init__(self) -> None:
+        if self.batch_size < 1:
+            raise UsageError("--batch-size must be at least 1")
+        if self.concurrency < 1:
+            raise UsageError("--concurrency must be at least 1")
+        if self.timeout <= 0:
+            raise UsageError("--timeout must be positive")
+        if self.max_items is not None and self.max_items < 0:
+            raise UsageError("--max-items must not be negative")
+        if not 0 < self.max_error_rate <= 1:
+            raise UsageError("--max-error-rate is a fraction in (0, 1]")
+        if self.error_window < 1:
+            raise UsageError("--error-window must be at least 1")
+
+
+@dataclass
+class ShipSummary:
+    counts: Counter[str] = field(default_factory=Counter)
+    held: int = 0  # rejected earlier, same content: waits for review (--retry-rejected)
+    elapsed: float = 0.0
+    reason: str = "drained"
+    exit_code: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "counts": {k: self.counts.get(k, 0) for k in OUTCOME_ORDER},
+            "held_rejected": self.held,
+            "elapsed_s": round(self.elapsed, 3),
+            "reason": self.reason,
+            "exit_code": self.exit_code,
+        }
+
+    def line(self) -> str:
+        parts = [f"{k} {self.counts.get(k, 0)}" for k in OUTCOME_ORDER]
+        sent = sum(self.counts.get(k, 0) for k in ("accepted", "updated", "duplicate"))
+        rate = sent / self.elapsed if self.elapsed > 0 else 0.0
+        held = f" (held for review: {self.held})" if self.held else ""
+        return (
+            f"ship: {', '.join(parts)}{held}; {self.elapsed:.1f} s, {rate:.0f} items/s; "
+            f"{self.reason}"
+        )
+
+
+def decide(item: StoredItem, latest: Latest | None, retry_rejected: bool) -> tuple[bool, str]:
+    """(ship?, why) for one item, from the latest ship-log record of its key."""
+    if latest is None:
+        return True, "never shipped"
+    h = digest(item.content_hash)
+    if latest.ok_hash == h and latest.hash == h:
+        return False, "delivered with this content"
+    if latest.outcome == "rejected" and latest.hash == h:
+        if retry_rejected:
+            return True, "rejected before; --retry-rejected"
+        return False, "rejected before with this content; held for review"
+    if latest.ok_hash is not None and latest.ok_hash != h:
+        return True, "content changed since the last delivery"
+    if latest.outcome in SUCCESS:
+        return True, "content changed since the last delivery"
+    return True, "previous attempts failed"
+
+
+class _Progress:
+    """A progress line on a terminal only (stderr), at most twice a second."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        self.enabled = stream.isatty()
+        self._last = 0.0
+        self._started = time.monotonic()
+
+    def update(self, counts: Counter[str], force: bool = False) -> None:
+        if not self.enabled:
+            return
+        now = time.monotonic()
+        if not force and now - self._last < 0.5:
+            return
+        self._last = now
+        sent = sum(counts.get(k, 0) for k in ("accepted", "updated", "duplicate"))
+        rate = sent / max(now - self._started, 1e-9)
+        self.stream.write(
+            f"\rshipped {sent} · skipped {counts.get('skipped', 0)} · "
+            f"rejected {counts.get('rejected', 0)} · error {counts.get('error', 0)} · "
+            f"{rate:.0f}/s "
+        )
+        self.stream.flush()
+
+    def done(self) -> None:
+        if self.enabled:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+class Shipper:
+    def __init__(
+        self,
+        ws: Workspace,
+        options: ShipOptions,
+        token: str | None = None,
+        *,
+        echo: Callable[[str], None] = print,
+        notice: Callable[[str], None] | None = None,
+        sleep: Callable[[float], None] | None = None,
+        clock: Callable[[], float] = time.time,
+        progress_stream: TextIO | None = None,
+    ) -> None:
+        self.ws = ws
+        self.options = options
+        self._token = token
+        self.echo = echo
+        self.notice = notice or (lambda message: print(message, file=sys.stderr))
+        self.sleep = sleep
+        self.clock = clock
+        self.stop = threading.Event()
+        self.stop_reason: str | None = None
+        self._batch_limit = options.batch_size
+        self._progress = _Progress(progress_stream if progress_stream is not None else sys.stderr)
+
+    # items --------------------------------------------------------------------
+    def _items(self) -> Iterator[StoredItem]:
+        only = sorted(set(self.options.only)) or None
+        return self.ws.store.iter_items(
+            complete_only=not self.options.include_incomplete, only=only
+        )
+
+    def _decided(self, index: ShipIndex) -> Iterator[tuple[StoredItem, bool, str]]:
+        """The item stream with a verdict each, asking the index once per chunk."""
+        chunk: list[StoredItem] = []
+        wanted = set(self.options.only)
+
+        def flush() -> Iterator[tuple[StoredItem, bool, str]]:
+            latest = index.lookup_many([i.dedupe_key for i in chunk])
+            for item in chunk:
+                ship, why = decide(item, latest.get(item.dedupe_key), self.options.retry_rejected)
+                yield item, ship, why
+
+        for item in self._items():
+            wanted.discard(item.dedupe_key)
+            chunk.append(item)
+            if len(chunk) >= DECIDE_CHUNK:
+                yield from flush()
+                chunk = []
+        if chunk:
+            yield from flush()
+        if wanted:
+            kind = "items" if self.options.include_incomplete else "complete items"
+            self.notice(
+                f"--only: {len(wanted)} keys are not among the workspace's {kind}: "
+                + ", ".join(sorted(wanted)[:10])
+                + (" ..." if len(wanted) > 10 else "")
+            )
+
+    # dry run ------------------------------------------------------------------
+    def dry_run(self) -> ShipSummary:
+        started = time.monotonic()
+        summary = ShipSummary(reason="dry run: nothing sent, nothing written")
+        with ShipIndex.open(self.ws.path, self.ws.ship_log_path, readonly=True) as index:
+            would = 0
+            for item, ship, why in self._decided(index):
+                if ship and self.options.max_items is not None and would >= self.options.max_items:
+                    self.echo(f"stop     {item.dedupe_key}  (--max-items {self.options.max_items})")
+                    break
+                if ship:
+                    would += 1
+                    self.echo(f"ship     {item.dedupe_key}  {item.content_hash[:19]}  ({why})")
+                elif "held" in why:
+                    summary.held += 1
+                    self.echo(f"hold     {item.dedupe_key}  ({why})")
+                else:
+                    summary.counts["skipped"] += 1
+                    self.echo(f"skip     {item.dedupe_key}  ({why})")
+        summary.elapsed = time.monotonic() - started
+        self.echo(
+            f"dry run: {would} would ship, {summary.counts['skipped']} skipped, "
+            f"{summary.held} held for review; nothing sent, nothing written"
+        )
+        return summary
+
+    # the run ------------------------------------------------------------------
+    def run(self) -> ShipSummary:
+        if self.options.dry_run:
+            return self.dry_run()
+        with self.ws.lock("ship"):
+            return self._run_locked()
+
+    def _on_signal(self, signum: int, frame: Any) -> None:
+        self.stop_reason = f"interrupted ({signal.Signals(signum).name})"
+        self.stop.set()
+
+    def _install_signals(self) -> dict[int, Any]:
+        if threading.current_thread() is not threading.main_thread():
+            return {}
+        previous: dict[int, Any] = {}
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            previous[sig] = signal.signal(sig, self._on_signal)
+        return previous
+
+    def _run_locked(self) -> ShipSummary:
+        opts = self.options
+        started = time.monotonic()
+        summary = ShipSummary()
+        host = host_of(opts.endpoint)
+        index = ShipIndex.open(self.ws.path, self.ws.ship_log_path)
+        log = ShipLog(self.ws.ship_log_path, on_written=index.on_written)
+        client = IngestClient(
+            opts.endpoint, self._token, opts.fallback_path, opts.timeout, notice=self.notice
+        )
+        deliverer = Deliverer(
+            client,
+            log,
+            opts.policy,
+            Deadline(self.ws.path, host, self.clock),
+            self.stop,
+            sleep=self.sleep,
+            clock=self.clock,
+            on_batch_limit=self._lower_batch_limit,
+        )
+        self._event(
+            "ship_started",
+            endpoint=_safe_endpoint(opts.endpoint),
+            batch_size=opts.batch_size,
+            concurrency=opts.concurrency,
+            max_items=opts.max_items,
+            only=len(opts.only) or None,
+        )
+        previous = self._install_signals()
+        stop_error: FrameworkError | None = None
+        crashed: BaseException | None = None
+        try:
+            stop_error = self._loop(deliverer, index, summary)
+        except BaseException as exc:  # recorded below, then re-raised as is
+            crashed = exc
+            raise
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+            self._progress.done()
+            client.close()
+            log.close()
+            summary.elapsed = time.monotonic() - started
+            stop_error = self._finish(summary, stop_error)
+            if crashed is not None:
+                summary.reason = f"failed: {type(crashed).__name__}"
+                summary.exit_code = 1
+            index.set_last_run({"time": utc_now(), "endpoint_host": host, **summary.as_dict()})
+            index.close()
+            self._event("ship_finished", **summary.as_dict())
+            self.echo(summary.line())
+        if stop_error is not None:
+            raise stop_error
+        return summary
+
+    def _finish(
+        self, summary: ShipSummary, stop_error: FrameworkError | None
+    ) -> FrameworkError | None:
+        """The run's verdict: drained (None), or the error the CLI maps to 3 or 4."""
+        if stop_error is None and summary.counts.get("error", 0):
+            stop_error = Checkpoint(
+                f"{summary.counts['error']} items failed after retries; they ship again next run"
+            )
+        if stop_error is not None:
+            summary.reason = str(stop_error)
+            summary.exit_code = stop_error.exit_code
+        return stop_error
+
+    def _lower_batch_limit(self, size: int) -> None:
+        self._batch_limit = max(1, min(self._batch_limit, size))
+
+    def _loop(
+        self, deliverer: Deliverer, index: ShipIndex, summary: ShipSummary
+    ) -> FrameworkError | None:
+        opts = self.options
+        window: deque[bool] = deque(maxlen=opts.error_window)
+        in_flight: dict[Future[UnitResult], list[StoredItem]] = {}
+        in_flight_keys: set[str] = set()
+        stop_error: FrameworkError | None = None
+        unit: list[StoredItem] = []
+        unit_keys: set[str] = set()
+        shipped = 0
+
+        def collect(block: bool) -> None:
+            nonlocal stop_error
+            if not in_flight:
+                return
+            done, _ = wait(
+                list(in_flight), timeout=None if block else 0, return_when=FIRST_COMPLETED
+            )
+            for future in done:
+                items = in_flight.pop(future)
+                for item in items:
+                    in_flight_keys.discard(item.dedupe_key)
+                result = future.result()
+                for item in items:
+                    outcome = result.final.get(item.dedupe_key)
+                    if outcome is None:
+                        continue  # never finished (stopped): no verdict this run
+                    summary.counts[outcome] += 1
+                    window.append(outcome in (Outcome.ERROR, Outcome.REJECTED))
+                if result.stop is not None and _rank(result.stop) > _rank(stop_error):
+                    stop_error = result.stop
+                    self.stop.set()
+                if stop_error is None and len(window) >= opts.error_window:
+                    bad = sum(window) / len(window)
+                    if bad > opts.max_error_rate:
+                        stop_error = Halted(
+                            f"error/rejection rate {bad:.0%} over the last {len(window)} "
+                            f"items exceeds --max-error-rate {opts.max_error_rate:.0%}"
+                        )
+                        self.stop.set()
+            self._progress.update(summary.counts)
+
+        pool: ThreadPoolExecutor | _Inline
+        if opts.concurrency == 1 and opts.batch_size == 1:
+            pool = _Inline()
+        else:
+            pool = ThreadPoolExecutor(max_workers=opts.concurrency, thread_name_prefix="ship")
+        with pool:
+
+            def submit(batch: list[StoredItem]) -> None:
+                in_flight[pool.submit(deliverer.deliver, batch)] = batch
+                in_flight_keys.update(i.dedupe_key for i in batch)
+
+            for item, ship, why in self._decided(index):
+                if self.stop.is_set():
+                    break
+                if not ship:
+                    if "held" in why:
+                        summary.held += 1
+                    else:
+                        summary.counts["skipped"] += 1
+                    continue
+                if opts.max_items is not None and shipped >= opts.max_items:
+                    stop_error = Checkpoint(
+                        f"--max-items {opts.max_items} reached; more items wait to ship"
+                    )
+                    break
+                if item.dedupe_key in unit_keys:
+                    continue  # the store yields a key once; never ship a key twice at once
+                while item.dedupe_key in in_flight_keys:
+                    collect(block=True)
+                unit.append(item)
+                unit_keys.add(item.dedupe_key)
+                shipped += 1
+                if len(unit) >= self._batch_limit:
+                    submit(unit)
+                    unit, unit_keys = [], set()
+                    # Bounded: at most two units per worker are queued or running.
+                    while len(in_flight) >= 2 * opts.concurrency:
+                        collect(block=True)
+                    collect(block=False)
+            if unit and not self.stop.is_set():
+                submit(unit)
+            while in_flight:
+                collect(block=True)
+        if self.stop_reason is not None and (
+            stop_error is None or isinstance(stop_error, Interrupted)
+        ):
+            stop_error = Interrupted(self.stop_reason)  # say which signal
+        return stop_error
+
+    def _event(self, name: str, **data: Any) -> None:
+        self.ws.events.append(
+            {"time": utc_now(), "event": name, **{k: v for k, v in data.items() if v is not None}}
+        )
+
+
+class _Inline:
+    """Runs each unit in the calling thread. One by one at concurrency 1, a thread
+    handoff (and a GIL hand-over) per item costs more than the overlap it buys."""
+
+    def submit(
+        self, fn: Callable[[list[StoredItem]], UnitResult], unit: list[StoredItem]
+    ) -> Future[UnitResult]:
+        future: Future[UnitResult] = Future()
+        try:
+            future.set_result(fn(unit))
+        except BaseException as exc:  # handed to the caller through the future, as a pool would
+            future.set_exception(exc)
+        return future
+
+    def __enter__(self) -> _Inline:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+
+def _rank(error: FrameworkError | None) -> int:
+    """Which stop reason the run reports when several units stop at once: a halt over
+    a checkpoint, and the cause over the "interrupted" of the units it stopped."""
+    if error is None:
+        return 0
+    if isinstance(error, Halted):
+        return 3
+    if isinstance(error, Interrupted):
+        return 1
+    return 2
+
+
+def _safe_endpoint(endpoint: str) -> str:
+    parts = urlsplit(endpoint)
+    host = parts.hostname or ""
+    if parts.port:
+        host = f"{host}:{parts.port}"
+    return f"{parts.scheme}://{host}{parts.path}"
