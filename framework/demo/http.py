@@ -7,7 +7,7 @@ delays, and serialising answers. What to answer is the handler's business
 
 Why not ``http.server``: its per-request header parsing (``email.parser``) and a thread
 per connection cost several times more CPU than this, and the benchmark runs Scrapy
-and the site on the same two cores. Measured figures are in ``docs/bench-spider.md``.
+and the site on the same two cores. Measured figures are in ``docs/benchmarks.md``.
 Requests on one connection are answered in order, one at a time (no pipelining races).
 """
 

@@ -34,7 +34,7 @@ from framework_ship.index import SUCCESS, Latest, ShipIndex, digest
 from framework_ship.policy import RetryPolicy
 from framework_ship.shiplog import ShipLog, utc_now
 
-# Measured (bench/bench_ship.py, docs/bench-ship.md) against the reference server:
+# Measured (bench/bench_ship.py, docs/benchmarks.md) against the reference server:
 # 250 was the fastest size in one scan and within 13% of 500 in the other, while it
 # stays half the server's default limit (500: a 413 above) and a request under 100 KB.
 DEFAULT_BATCH_SIZE = 250
