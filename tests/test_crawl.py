@@ -151,8 +151,12 @@ def test_scrapy_list_and_scrapy_crawl_run_the_same_spider(site, good_spec, tmp_p
     )
     for e in emitted:
         assert e == expected[e["dedupe_key"]]
-    # and the workspace was written at the JOBDIR given with -s
+    # and the workspace was written at the JOBDIR given with -s, without Scrapy's own
+    # JOBDIR state (a disk queue and a seen-set would fight the rows after a kill)
     assert workspace_items(tmp_path / "ws") == expected
+    assert not (tmp_path / "ws" / "requests.seen").exists()
+    assert not (tmp_path / "ws" / "requests.queue").exists()
+    assert not (tmp_path / "ws" / "spider.state").exists()
 
 
 def test_safe_defaults_are_on(site, good_spec, tmp_path, crawl_cli):
@@ -163,3 +167,25 @@ def test_safe_defaults_are_on(site, good_spec, tmp_path, crawl_cli):
     assert "'ROBOTSTXT_OBEY': True" in r.stderr
     assert "framework/" in r.stderr  # the descriptive User-Agent
     assert not list((tmp_path / "ws").glob("*remote*"))
+
+
+def test_a_changed_spec_is_announced_and_rows_keep_their_state(
+    site, good_spec, tmp_path, crawl_cli
+):
+    spec = good_spec("cases", site.url, tmp_path)
+    ws = tmp_path / "ws"
+    r = crawl_cli("crawl", str(spec), "--workspace", str(ws), "--max-requests", "30")
+    assert r.returncode == 3, r.stderr[-2000:]
+    first = url_log(ws)
+    ok_before = {line["row"] for line in first if line["outcome"] == "ok"}
+    spec.write_text(spec.read_text() + "\nmax_attempts: 2\n")
+    r = crawl_cli("crawl", str(spec), "--workspace", str(ws), "-L", "WARNING")
+    assert r.returncode == EXIT_HALTED, r.stderr[-2000:]
+    changed = [e for e in events(ws) if e["event"] == "spec_changed"]
+    assert len(changed) == 1
+    status = _status(crawl_cli, ws)
+    assert len(status["spec"]["changes"]) == 1
+    assert status["max_attempts"] == 2
+    # the rows that were ok before the change were not fetched again
+    again = [line for line in url_log(ws)[len(first) :] if line["row"] in ok_before]
+    assert again == []
