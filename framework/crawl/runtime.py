@@ -165,7 +165,6 @@ class CrawlRuntime:
         counts = store.row_counts()
         total = sum(sum(v.values()) for v in counts.values())
         resumed = total > len(seeded)
-        self._boundary = max((r.id for r in seeded), default=0)
         rows = store.resumable(self.limits.max_attempts)
         first = next(rows, None)
         if first is None:

@@ -65,8 +65,9 @@ class JobSpider(scrapy.Spider):
     async def start(self) -> AsyncIterator[Any]:
         for row in self.runtime.start_rows():
             request = self._request(row)
-            if request is not None:
-                yield request
+            if request is None:
+                break  # --max-requests reached: the rest stay pending for the next run
+            yield request
 
     def _request(self, row: Row) -> Request | None:
         if not self.runtime.may_issue():
