@@ -189,3 +189,24 @@ def test_a_changed_spec_is_announced_and_rows_keep_their_state(
     # the rows that were ok before the change were not fetched again
     again = [line for line in url_log(ws)[len(first) :] if line["row"] in ok_before]
     assert again == []
+
+
+def test_records_that_come_back_different_are_reported(site, good_spec, tmp_path, crawl_cli):
+    spec = good_spec("cases", site.url, tmp_path)
+    ws = tmp_path / "ws"
+    crawl_cli("crawl", str(spec), "--workspace", str(ws), "-L", "WARNING")
+    before = item_hashes(ws)
+    text = spec.read_text()
+    old = 'title: {css: "h1.title::text", required: true}'
+    assert old in text
+    spec.write_text(text.replace(old, old[:-1] + ", lowercase: true}"))
+    r = crawl_cli("crawl", str(spec), "--workspace", str(ws), "--fresh", "-L", "WARNING")
+    assert r.returncode == EXIT_HALTED, r.stderr[-2000:]
+    after = item_hashes(ws)
+    assert sorted(after) == sorted(before)
+    assert all(after[k][0] != before[k][0] for k in before)
+    reported = [k for e in events(ws) if e["event"] == "items_changed" for k in e["keys"]]
+    assert sorted(reported) == sorted(before)
+    assert events(ws)[-1]["counts"]["items_changed"] == len(before)
+    items = workspace_items(ws)
+    assert all(v["title"] == v["title"].lower() for v in items.values())

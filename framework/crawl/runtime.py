@@ -342,6 +342,10 @@ class CrawlRuntime:
         if outcome.items:  # a sub-tab merging its part into the record is not a change
             c.items_changed += res.items_changed
             c.items_unchanged += res.items_unchanged
+            if res.changed:
+                # A record that was stored before came back different: a human may want
+                # to see which (a value that jumped, a field that vanished).
+                self.event("items_changed", url=row.url, row=row.id, keys=list(res.changed))
         c.items_completed += len(res.completed)
         final_url = response.url if response is not None else failure_url
         # Built from known fields only; the URLs are the one place a secret could hide

@@ -147,6 +147,7 @@ class CommitResult:
     items_changed: int = 0
     items_unchanged: int = 0
     completed: Sequence[str] = ()  # dedupe keys that became complete in this commit
+    changed: Sequence[str] = ()  # dedupe keys whose stored content changed (not new ones)
 
 
 @dataclass(frozen=True)

@@ -200,19 +200,20 @@ class SqliteStore(SqliteReader):
             attempt=attempt,
             inserted=inserted,
             items_new=new,
-            items_changed=changed,
+            items_changed=len(changed),
+            changed=changed,
             items_unchanged=unchanged,
             completed=completed,
         )
 
     def _write_items(
         self, conn: sqlite3.Connection, outcome: Outcome, now: str
-    ) -> tuple[int, int, int, set[str], set[str]]:
+    ) -> tuple[int, list[str], int, set[str], set[str]]:
         """Upsert items and merge parts, comparing content hashes so identical content
         touches nothing. One SELECT for the known state of every key, then executemany."""
         keys = {w.dedupe_key for w in outcome.items} | {p.dedupe_key for p in outcome.parts}
         if not keys:
-            return 0, 0, 0, set(), set()
+            return 0, [], 0, set(), set()
         before: dict[str, dict[str, Any]] = {}
         ordered = sorted(keys)
         for chunk in _chunks(ordered, CHUNK):
@@ -266,7 +267,8 @@ class SqliteStore(SqliteReader):
         inserts: list[tuple[Any, ...]] = []
         updates: list[tuple[Any, ...]] = []
         relinks: list[tuple[Any, ...]] = []
-        new = changed = unchanged = 0
+        new = unchanged = 0
+        changed: list[str] = []
         for key, st in state.items():
             text = canonical_json(st["obj"])
             # == content_hash(st["obj"]), without serialising the data a second time
@@ -290,7 +292,7 @@ class SqliteStore(SqliteReader):
                     )
                 )
             elif prior["hash"] != digest:
-                changed += 1
+                changed.append(key)
                 declared = st.get("declared")
                 updates.append(
                     (
