@@ -70,3 +70,24 @@ def test_429_without_retry_after_waits_the_default() -> None:
     req = Request("http://127.0.0.1:1/x")
     mw.process_response(req, _response(429, None))
     assert req.meta["fw_retry_after"] == 5
+
+
+def test_a_stopping_crawl_abandons_requests_instead_of_waiting() -> None:
+    import asyncio
+
+    from framework.crawl.politeness import Abandoned
+
+    mw = RetryAfterMiddleware(cap=60, default=5, is_closing=lambda: True)
+    req = Request("http://127.0.0.1:1/x")
+    mw.process_response(req, _response(429, "30"))
+    with pytest.raises(Abandoned):
+        asyncio.run(mw.process_request(Request("http://127.0.0.1:1/y")))
+    # a host that asked nothing is not held back, closing or not
+    asyncio.run(mw.process_request(Request("http://127.0.0.2:1/z")))
+
+
+def test_a_deadline_from_an_earlier_run_rides_on_the_request() -> None:
+    mw = RetryAfterMiddleware(cap=60, default=5)
+    req = Request("http://127.0.0.1:1/x", meta={"fw_not_before": time.time() + 30})
+    assert 29 < mw._wait(req) <= 30
+    assert mw._wait(Request("http://127.0.0.1:1/x")) <= 0

@@ -215,6 +215,32 @@ def test_retry_after_over_the_cap_stops_instead_of_sleeping(
     assert time.monotonic() - started < 600  # it did not sleep for an hour
     assert "over the cap" in r.stderr
     assert _pending(ws) > 0
+    # run again at once (a cron loop would): the deadline was kept in the workspace, so
+    # nothing is sent to the site that asked to wait an hour
+    lines, hits = len(url_log(ws)), site.hits("/cases?page=2")
+    again = crawl_cli("crawl", str(spec), "--workspace", str(ws), "-L", "WARNING")
+    assert again.returncode == EXIT_CHECKPOINT, again.stderr[-2000:]
+    assert "asked not to be called before" in again.stderr
+    assert len(url_log(ws)) == lines
+    assert site.hits("/cases?page=2") == hits
+    assert events(ws)[-2]["event"] == "run_deferred"
+
+
+def test_a_retry_after_is_honoured_by_the_next_run_too(make_site, good_spec, tmp_path, crawl_cli):
+    site = make_site(faults=[Fault("/cases?page=2", 429, times=1, retry_after=6)])
+    spec = good_spec("cases", site.url, tmp_path)
+    ws = tmp_path / "ws"
+    r = crawl_cli("crawl", str(spec), "--workspace", str(ws), "--stop-on-429", "-L", "WARNING")
+    assert r.returncode == EXIT_CHECKPOINT, r.stderr[-2000:]
+    r = crawl_cli("crawl", str(spec), "--workspace", str(ws), "-L", "WARNING")
+    assert r.returncode == EXIT_HALTED, r.stderr[-2000:]  # finished; the broken pages remain
+    page2 = [line for line in url_log(ws) if line["url"].endswith("/cases?page=2")]
+    assert [line["status"] for line in page2] == [429, 200]
+    from datetime import datetime
+
+    first, second = (datetime.fromisoformat(line["time"]) for line in page2)
+    # the 429's line is written when its answer arrived; the retry's when its answer did
+    assert (second - first).total_seconds() >= 5.5
 
 
 def test_error_rate_breaker_halts(make_site, good_spec, tmp_path, crawl_cli):

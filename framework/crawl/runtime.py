@@ -19,6 +19,7 @@ plain values so tests can build it directly. It never touches HTTP delivery.
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import time
 from collections import deque
@@ -28,6 +29,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from framework.crawl.page import CompiledJob, PageError, PageResult, Record
 from framework.errors import UsageError
@@ -55,6 +57,7 @@ REASON_MAX_REQUESTS = "max_requests"
 REASON_RATE_LIMITED = "rate_limited"
 REASON_ERROR_RATE = "error_rate"
 REASON_ALREADY_DONE = "already_done"
+NOT_BEFORE_META = "not_before"
 
 
 def now_iso() -> str:
@@ -68,6 +71,7 @@ class Limits:
     stop_on_429: bool = False
     error_rate_max: float = 0.5
     error_rate_window: int = 50
+    retry_after_cap: float = 120.0
 
 
 @dataclass
@@ -117,6 +121,9 @@ class CrawlRuntime:
         self._window: deque[bool] = deque(maxlen=max(1, limits.error_rate_window))
         self._fallbacks_seen: set[tuple[str, str, int]] = set()
         self._boundary = 0  # rows with id above this were created by this run
+        # host -> epoch seconds before which it asked not to be called (Retry-After);
+        # kept in the workspace so a restarted crawl honours it too. Only moves later.
+        self.not_before: dict[str, float] = {}
         self._stack = ExitStack()
 
     # ----------------------------------------------------------------- set-up
@@ -135,6 +142,7 @@ class CrawlRuntime:
             stop_on_429=s.getbool("FRAMEWORK_STOP_ON_429", False),
             error_rate_max=s.getfloat("FRAMEWORK_ERROR_RATE_MAX", 0.5),
             error_rate_window=s.getint("FRAMEWORK_ERROR_RATE_WINDOW", 50),
+            retry_after_cap=s.getfloat("FRAMEWORK_RETRY_AFTER_CAP", 120.0),
         )
         spec_hash = "sha256:" + hashlib.sha256(spec_path.read_bytes()).hexdigest()
         ws = Workspace.open(Path(jobdir), create=True)
@@ -156,6 +164,20 @@ class CrawlRuntime:
         store.set_meta("job", self.spec.name)
         if self.ws.record_spec(self.spec_hash):
             self.event("spec_changed", spec_hash=self.spec_hash)
+        raw = store.get_meta(NOT_BEFORE_META)
+        self.not_before = json.loads(raw) if raw else {}
+        now = time.time()
+        for host, until in sorted(self.not_before.items()):
+            if until - now > self.limits.retry_after_cap:
+                self.stop_reason = REASON_RATE_LIMITED
+                when = datetime.fromtimestamp(until, UTC).isoformat(timespec="seconds")
+                self.event("run_deferred", host=host, until=when)
+                logger.warning(
+                    "%s asked not to be called before %s (Retry-After): run again later",
+                    host,
+                    when,
+                )
+                return
         if self.fresh:
             store.reset_rows()
             self.event("rows_reset", why="fresh run requested")
@@ -181,6 +203,18 @@ class CrawlRuntime:
         for row in rows:
             if row.id <= self._boundary:  # rows made by this run are scheduled as found
                 yield row
+
+    def _defer_host(self, url: str, delay: float) -> None:
+        host = urlsplit(url).netloc
+        until = time.time() + delay
+        if until > self.not_before.get(host, 0.0):
+            self.not_before[host] = until
+            self.ws.store.set_meta(NOT_BEFORE_META, json.dumps(self.not_before, sort_keys=True))
+
+    def host_not_before(self, url: str) -> float | None:
+        """The persisted Retry-After deadline of the URL's host, if still ahead."""
+        until = self.not_before.get(urlsplit(url).netloc)
+        return until if until is not None and until > time.time() else None
 
     def may_issue(self) -> bool:
         """False once --max-requests is reached: further rows stay pending."""
@@ -240,6 +274,8 @@ class CrawlRuntime:
             assert result is not None
             outcome = self._page_outcome(row, status, response.url, result)
         handled = self._commit(row, attempt, outcome, response)
+        if "fw_retry_after" in response.meta:
+            self._defer_host(row.url, float(response.meta["fw_retry_after"]))
         if response.meta.get("fw_retry_after_over_cap"):
             handled.stop = REASON_RATE_LIMITED
             logger.warning(

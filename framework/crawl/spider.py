@@ -18,6 +18,7 @@ from scrapy import signals
 from scrapy.http import Request
 
 from framework.crawl.page import CompiledJob
+from framework.crawl.politeness import Abandoned
 from framework.crawl.runtime import REASON_FINISHED, CrawlRuntime, Handled
 from framework.errors import UsageError
 from framework.settings import default_settings
@@ -85,6 +86,10 @@ class JobSpider(scrapy.Spider):
             priority = PRIORITY_OTHER
         if row.attempts:
             priority -= 1  # a retry waits behind fresh work, as Scrapy's own retries do
+        meta: dict[str, Any] = {"fw_row": row, "fw_attempt": row.attempts + 1}
+        until = self.runtime.host_not_before(row.url)
+        if until is not None:
+            meta["fw_not_before"] = until  # a Retry-After from an earlier run
         return Request(
             row.url,
             method=row.method,
@@ -94,7 +99,7 @@ class JobSpider(scrapy.Spider):
             errback=self._on_failure,
             priority=priority,
             dont_filter=True,  # the rows are the dedupe
-            meta={"fw_row": row, "fw_attempt": row.attempts + 1},
+            meta=meta,
         )
 
     # ----------------------------------------------------------------- responses
@@ -104,6 +109,8 @@ class JobSpider(scrapy.Spider):
         yield from self._hand_back(handled)
 
     def _on_failure(self, failure: Failure) -> Iterator[Any]:
+        if failure.check(Abandoned):
+            return  # never sent: no attempt to record, the row stays pending
         request = failure.request  # type: ignore[attr-defined]
         row: Row = request.meta["fw_row"]
         handled = self.runtime.on_failure(row, request.meta["fw_attempt"], failure)
