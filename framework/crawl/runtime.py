@@ -225,12 +225,11 @@ class CrawlRuntime:
         return True
 
     # ------------------------------------------------------------- responses
-    def on_response(self, row: Row, attempt: int, response: Response) -> Handled:
+    def on_response(self, row: Row, response: Response) -> Handled:
         status = response.status
         error: tuple[ErrorKind, str] | None = None
         result: PageResult | None = None
         part: Any = None
-        handled = Handled()
         if status == 429 or (status == 503 and "fw_retry_after" in response.meta):
             error = (ErrorKind.RATE_LIMITED, f"HTTP {status}")
         elif status >= 500:
@@ -261,9 +260,9 @@ class CrawlRuntime:
                 http_status=status,
                 error_kind=kind,
                 error=detail,
-                retryable=kind.retryable and not (status == 404 or status == 410),
+                retryable=kind.retryable,  # a 4xx (404, 410...) will not change by asking
             )
-        elif part is not None or row.kind in self.job.subtabs:
+        elif row.kind in self.job.subtabs:
             outcome = Outcome(
                 row_id=row.id,
                 ok=True,
@@ -273,7 +272,7 @@ class CrawlRuntime:
         else:
             assert result is not None
             outcome = self._page_outcome(row, status, response.url, result)
-        handled = self._commit(row, attempt, outcome, response)
+        handled = self._commit(row, outcome, response)
         if "fw_retry_after" in response.meta:
             self._defer_host(row.url, float(response.meta["fw_retry_after"]))
         if response.meta.get("fw_retry_after_over_cap"):
@@ -287,7 +286,7 @@ class CrawlRuntime:
             handled.stop = REASON_RATE_LIMITED
         return handled
 
-    def on_failure(self, row: Row, attempt: int, failure: Failure) -> Handled:
+    def on_failure(self, row: Row, failure: Failure) -> Handled:
         kind, detail = classify_failure(failure)
         outcome = Outcome(
             row_id=row.id,
@@ -296,7 +295,7 @@ class CrawlRuntime:
             error=detail,
             retryable=kind.retryable,
         )
-        return self._commit(row, attempt, outcome, None, failure_url=row.url)
+        return self._commit(row, outcome, None, failure_url=row.url)
 
     def _page_outcome(self, row: Row, status: int, url: str, result: PageResult) -> Outcome:
         kind = self.job.kinds[row.kind]
@@ -357,7 +356,6 @@ class CrawlRuntime:
     def _commit(
         self,
         row: Row,
-        attempt: int,
         outcome: Outcome,
         response: Response | None,
         failure_url: str | None = None,

@@ -86,7 +86,7 @@ class JobSpider(scrapy.Spider):
             priority = PRIORITY_OTHER
         if row.attempts:
             priority -= 1  # a retry waits behind fresh work, as Scrapy's own retries do
-        meta: dict[str, Any] = {"fw_row": row, "fw_attempt": row.attempts + 1}
+        meta: dict[str, Any] = {"fw_row": row}
         until = self.runtime.host_not_before(row.url)
         if until is not None:
             meta["fw_not_before"] = until  # a Retry-After from an earlier run
@@ -105,7 +105,7 @@ class JobSpider(scrapy.Spider):
     # ----------------------------------------------------------------- responses
     def _on_response(self, response: Response) -> Iterator[Any]:
         row: Row = response.meta["fw_row"]
-        handled = self.runtime.on_response(row, response.meta["fw_attempt"], response)
+        handled = self.runtime.on_response(row, response)
         yield from self._hand_back(handled)
 
     def _on_failure(self, failure: Failure) -> Iterator[Any]:
@@ -113,7 +113,7 @@ class JobSpider(scrapy.Spider):
             return  # never sent: no attempt to record, the row stays pending
         request = failure.request  # type: ignore[attr-defined]
         row: Row = request.meta["fw_row"]
-        handled = self.runtime.on_failure(row, request.meta["fw_attempt"], failure)
+        handled = self.runtime.on_failure(row, failure)
         yield from self._hand_back(handled)
 
     def _hand_back(self, handled: Handled) -> Iterator[Any]:
