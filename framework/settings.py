@@ -13,7 +13,7 @@ from framework import __version__
 
 #: Framework-only settings (read in exactly one place each, in ``from_crawler``).
 FRAMEWORK_SETTINGS: dict[str, Any] = {
-    "FRAMEWORK_MAX_ATTEMPTS": 3,  # per row, across runs; the spec's max_attempts wins
+    "FRAMEWORK_MAX_ATTEMPTS": 3,  # per row, across runs; set from the spec's max_attempts
     "FRAMEWORK_MAX_REQUESTS": 0,  # 0: no cap; else stop (checkpoint) after that many
     "FRAMEWORK_STOP_ON_429": False,  # stop (checkpoint) at the first 429
     "FRAMEWORK_RETRY_AFTER_CAP": 120.0,  # seconds; a longer Retry-After stops the run

@@ -187,6 +187,7 @@ def test_public_door() -> None:
             "canonical_json",
             "redact",
             "redact_url",
+            "utc_now",
         ]
     )
     for name in public.__all__:

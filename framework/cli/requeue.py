@@ -11,8 +11,7 @@ from __future__ import annotations
 import click
 
 from framework.cli.status import open_job_workspace, recorded_max_attempts
-from framework.workspace.sqlite import utc_now
-from framework.workspace.store import RequeueFilter
+from framework.workspace import RequeueFilter, utc_now
 
 
 @click.command("requeue")

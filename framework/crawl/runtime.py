@@ -42,6 +42,7 @@ from framework.workspace import (
     Row,
     Workspace,
     redact_url,
+    utc_now,
 )
 
 if TYPE_CHECKING:
@@ -58,10 +59,6 @@ REASON_RATE_LIMITED = "rate_limited"
 REASON_ERROR_RATE = "error_rate"
 REASON_ALREADY_DONE = "already_done"
 NOT_BEFORE_META = "not_before"
-
-
-def now_iso() -> str:
-    return datetime.now(UTC).isoformat(timespec="milliseconds")
 
 
 @dataclass
@@ -135,9 +132,9 @@ class CrawlRuntime:
         jobdir = s.get("JOBDIR")
         if not jobdir:
             raise UsageError("JOBDIR is empty: the workspace needs a folder")
-        spec_max = job.spec.max_attempts
         limits = Limits(
-            max_attempts=spec_max,
+            # the spider's settings carry the spec's max_attempts; `-s` may override it
+            max_attempts=s.getint("FRAMEWORK_MAX_ATTEMPTS", job.spec.max_attempts),
             max_requests=s.getint("FRAMEWORK_MAX_REQUESTS", 0),
             stop_on_429=s.getbool("FRAMEWORK_STOP_ON_429", False),
             error_rate_max=s.getfloat("FRAMEWORK_ERROR_RATE_MAX", 0.5),
@@ -386,7 +383,7 @@ class CrawlRuntime:
         # (credentials, ?token=), so they are masked here and the generic walk skipped.
         self.ws.urls.append(
             {
-                "time": now_iso(),
+                "time": utc_now(),
                 "method": row.method,
                 "url": redact_url(row.url),
                 "final_url": redact_url(final_url) if final_url else final_url,
@@ -486,7 +483,7 @@ class CrawlRuntime:
             self.event("layout_fallback", kind=kind, field=fld, index=index, selector=expr, url=url)
 
     def event(self, name: str, **data: Any) -> None:
-        self.ws.events.append({"time": now_iso(), "event": name, "job": self.spec.name, **data})
+        self.ws.events.append({"time": utc_now(), "event": name, "job": self.spec.name, **data})
 
     def close(self, reason: str) -> str:
         """Write the run's last event and release the workspace; return the final

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import scrapy
 from scrapy import signals
+from scrapy.exceptions import CloseSpider
 from scrapy.http import Request
 
 from framework.crawl.page import CompiledJob
@@ -124,10 +125,9 @@ class JobSpider(scrapy.Spider):
                 yield request
         if handled.stop is not None and self.runtime.stop_reason is None:
             self.runtime.stop_reason = handled.stop
-            assert self.crawler.engine is not None
-            from scrapy.utils.defer import _schedule_coro
-
-            _schedule_coro(self.crawler.engine.close_spider_async(reason=handled.stop))
+            # Scrapy's public way to stop from a callback (or errback): after this
+            # page's items and requests above, which are already committed.
+            raise CloseSpider(handled.stop)
 
     def _on_closed(self, spider: scrapy.Spider, reason: str) -> None:
         if spider is not self:

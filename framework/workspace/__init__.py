@@ -37,7 +37,7 @@ from framework.workspace.records import (
     canonical_json,
     content_hash,
 )
-from framework.workspace.sqlite import SqliteStore
+from framework.workspace.sqlite import SqliteStore, utc_now
 from framework.workspace.store import RequeueFilter, Store
 from framework.workspace.workspace import Workspace
 
@@ -60,4 +60,5 @@ __all__ = [
     "content_hash",
     "redact",
     "redact_url",
+    "utc_now",
 ]
