@@ -20,7 +20,7 @@ from framework.extract.convert import (
     to_integer,
     to_number,
 )
-from framework.extract.fields import FieldExtractor, JsonPath, Scope, extract_one
+from framework.extract.fields import FieldExtractor, JsonPath, Scope
 from framework.spec.models import FieldSpec
 
 PAGE = """<html><head><title>Case</title></head><body>
@@ -271,16 +271,18 @@ def test_json_path_fast_walk_matches_jsonpath_ng(path: str, doc: Any, expected: 
     assert sorted(m.value for m in parse(path).find(doc)) == expected
 
 
-def test_extract_one_for_ids() -> None:
+def test_a_single_id_field() -> None:
     spec = FieldSpec.model_validate({"css": ["#id::text", "h1::text"], "required": True})
-    assert extract_one(spec, page_scope()) == ("Case A-12", 1, None)
+    got = FieldExtractor({"id": spec}).extract(page_scope())
+    assert got.values == {"id": "Case A-12"}
+    assert [(f, i) for f, i, _ in got.fallbacks] == [("id", 1)]
     bad = FieldSpec.model_validate({"css": ".status::text", "type": "integer"})
-    value, index, error = extract_one(bad, page_scope())
-    assert value is None
-    assert index == 0
-    assert error is not None
+    got = FieldExtractor({"id": bad}).extract(page_scope())
+    assert got.values == {"id": None}
+    assert [f for f, _ in got.errors] == ["id"]
     none = FieldSpec.model_validate({"css": "#nope::text"})
-    assert extract_one(none, page_scope()) == (None, -1, None)
+    got = FieldExtractor({"id": none}).extract(page_scope())
+    assert (got.values, got.missing, got.errors) == ({"id": None}, [], [])
 
 
 def test_extractor_is_reusable_across_records() -> None:

@@ -18,7 +18,13 @@ from urllib.parse import parse_qsl, urlencode, urljoin, urlsplit, urlunsplit
 from parsel import Selector
 from scrapy.http import Response, TextResponse
 
-from framework.extract.fields import Extraction, FieldExtractor, Scope, compile_jsonpath
+from framework.extract.fields import (
+    Extraction,
+    FieldExtractor,
+    Scope,
+    compile_jsonpath,
+    looks_like_xpath,
+)
 from framework.spec.keys import make_dedupe_key, normalise_source_id
 from framework.spec.models import (
     Format,
@@ -333,16 +339,12 @@ def _json(response: Response) -> Any:
         raise PageError(f"expected JSON: {exc}") from None
 
 
-def _is_xpath(expr: str) -> bool:
-    return expr.startswith(("/", "(", "./"))
-
-
 def _select(sel: Selector, expr: str) -> list[Selector]:
-    return list(sel.xpath(expr) if _is_xpath(expr) else sel.css(expr))
+    return list(sel.xpath(expr) if looks_like_xpath(expr) else sel.css(expr))
 
 
 def _select_values(sel: Selector, expr: str) -> list[str]:
-    return (sel.xpath(expr) if _is_xpath(expr) else sel.css(expr)).getall()
+    return (sel.xpath(expr) if looks_like_xpath(expr) else sel.css(expr)).getall()
 
 
 def _compile_json(value: Any) -> Any:

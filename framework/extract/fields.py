@@ -44,7 +44,6 @@ __all__ = [
     "compile_regex",
     "compile_selector",
     "compile_xpath",
-    "extract_one",
     "looks_like_xpath",
 ]
 
@@ -534,10 +533,6 @@ class CompiledField:
             return NOTHING, None, -1
         return FOUND, [child.extract(c) for c in children], 0
 
-    @property
-    def labels(self) -> tuple[str, ...]:
-        return tuple(s.label for s in self.sources)
-
 
 class FieldExtractor:
     """All fields of one record kind, compiled once; ``extract`` runs them on a scope."""
@@ -584,26 +579,3 @@ class FieldExtractor:
                 if cf.required:
                     missing.append(cf.name)
         return Extraction(values, missing, fallbacks, errors)
-
-
-_ONE_CACHE: dict[int, tuple[FieldSpec, CompiledField]] = {}
-
-
-def extract_one(spec: FieldSpec, scope: Scope, name: str = "id") -> tuple[Any, int, str | None]:
-    """Extract a single field: ``(value or None, source index or -1, error or None)``.
-
-    Compiled fields are cached per spec object, so calling this per record is cheap.
-    """
-    hit = _ONE_CACHE.get(id(spec))
-    if hit is None or hit[0] is not spec:
-        hit = (spec, CompiledField(name, spec))
-        _ONE_CACHE[id(spec)] = hit
-    cf = hit[1]
-    outcome, value, index = cf.run(scope)
-    if outcome == FOUND:
-        if cf._child is not None:
-            return [sub.values for sub in value], index, None
-        return value, index, None
-    if outcome == NOTHING:
-        return (cf.default if cf.has_default else None), -1, None
-    return None, index, value

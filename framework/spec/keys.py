@@ -46,18 +46,22 @@ def make_dedupe_key(
     field the record lacks, and :class:`TemplateError` when the id part is empty.
     """
     sid = normalise_source_id(source_id)
+    template = _template(key.template)
+    # Runs for every record: normalise only the values the template reads.
     context: dict[str, Any] = {
         k: (
             normalise_source_id(v)
             if isinstance(v, str | int | float) and not isinstance(v, bool)
             else v
         )
-        for k, v in record.items()
+        for k in template.names
+        if k in record
+        for v in (record[k],)
     }
     context["source_type"] = source_type
     context["source_id"] = sid
     context.setdefault("id", sid)
-    rendered = " ".join(_template(key.template).render(context).split())
+    rendered = " ".join(template.render(context).split())
     prefix = f"{source_type}:"
     rest = rendered.removeprefix(prefix).strip()
     if key.lowercase:

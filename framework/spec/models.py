@@ -28,7 +28,7 @@ from pydantic import (
     model_validator,
 )
 
-SCHEMA_VERSION = 1
+from framework.extract.fields import looks_like_xpath
 
 # The canonical prefix of every dedupe key: lowercase, no separator that could collide.
 SOURCE_TYPE_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
@@ -356,7 +356,7 @@ class JobSpec(_Strict):
                 sel = lst.follow
                 rule = (
                     FollowRule(xpath=sel, to="detail")
-                    if _looks_like_xpath(sel)
+                    if looks_like_xpath(sel)
                     else FollowRule(css=sel, to="detail")
                 )
                 follow = (rule,)
@@ -384,7 +384,3 @@ class JobSpec(_Strict):
         if "list" in kinds:
             return "list"
         return next(iter(kinds))
-
-
-def _looks_like_xpath(selector: str) -> bool:
-    return selector.startswith(("/", "(", "./"))

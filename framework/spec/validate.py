@@ -46,8 +46,11 @@ _PROBE = etree.fromstring("<html><body><p class='a'>x</p></body></html>")
 def _http_url(value: Any) -> bool:
     if not isinstance(value, str):
         return False
-    parts = urlsplit(value)
-    return parts.scheme in ("http", "https") and bool(parts.hostname)
+    try:
+        parts = urlsplit(value)
+        return parts.scheme in ("http", "https") and bool(parts.hostname)
+    except ValueError:  # e.g. "http://[oops/": not a URL, a spec problem, not a crash
+        return False
 
 
 class _Checker:
