@@ -245,7 +245,7 @@ class CrawlRuntime:
             except PageError as exc:
                 error = (ErrorKind.PARSE, str(exc))
             except Exception as exc:  # a page the spec cannot read must not stop the crawl
-                logger.exception("parse failed for %s", response.url)
+                logger.exception("parse failed for %s", redact_url(response.url))
                 error = (ErrorKind.PARSE, f"{type(exc).__name__}: {exc}")
 
         outcome: Outcome
@@ -277,7 +277,7 @@ class CrawlRuntime:
             logger.warning(
                 "Retry-After of %.0fs from %s is over the cap: stopping (run again later)",
                 response.meta["fw_retry_after"],
-                response.url,
+                redact_url(response.url),
             )
         elif status == 429 and self.limits.stop_on_429:
             handled.stop = REASON_RATE_LIMITED
@@ -459,7 +459,7 @@ class CrawlRuntime:
     def _report_invalid(self, url: str, record: Record) -> None:
         logger.warning(
             "record dropped at %s: missing required field(s) %s%s",
-            url,
+            redact_url(url),
             ", ".join(record.missing),
             "".join(f"; {f}: {m}" for f, m in record.errors),
         )
@@ -478,7 +478,7 @@ class CrawlRuntime:
                 kind,
                 index,
                 expr,
-                url,
+                redact_url(url),
             )
             self.event("layout_fallback", kind=kind, field=fld, index=index, selector=expr, url=url)
 

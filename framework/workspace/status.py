@@ -15,6 +15,7 @@ from datetime import datetime
 from importlib.metadata import entry_points
 from typing import Any
 
+from framework.workspace.jsonl import redact
 from framework.workspace.records import SCHEMA_VERSION, Row, RowStatus
 from framework.workspace.workspace import Workspace
 
@@ -79,7 +80,9 @@ def build_status(
     report["spec"]["changes"] = changes
     report["events_skipped"] = ws.events.skipped
     report["plugins"] = _plugin_sections(ws, sections)
-    return report
+    # Stored URLs and error texts are kept as they were (the row must be refetchable);
+    # what leaves for a terminal or a CI log is masked like every log line.
+    return redact(report)
 
 
 def _row_summary(ws: Workspace, row: Row) -> dict[str, Any]:

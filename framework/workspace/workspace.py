@@ -106,20 +106,24 @@ class Workspace:
             os.close(fd)
 
     def lock_holder(self, name: str) -> dict[str, Any] | None:
-        """Who holds ``name`` right now, without taking it: the recorded holder when
-        its process is alive on this host (a holder on another host is reported as
-        is), else None."""
-        holder = _read_holder(self.lock_path(name))
-        if not holder:
+        """Who holds ``name`` right now, without taking it: asks the flock itself (a
+        shared, non-blocking probe on its own descriptor), so a holder killed by
+        ``kill -9`` or a reused pid is never reported as running; the file's text
+        then names the holder."""
+        path = self.lock_path(name)
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except FileNotFoundError:
             return None
-        if holder.get("host") == socket.gethostname():
+        try:
             try:
-                os.kill(int(holder["pid"]), 0)
-            except ProcessLookupError:
-                return None  # died without releasing: the kernel dropped its flock
-            except (PermissionError, KeyError, ValueError, TypeError):
-                pass
-        return holder
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return _read_holder(path) or {"pid": None, "host": None, "started": None}
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            return None
+        finally:
+            os.close(fd)
 
     # spec --------------------------------------------------------------------
     def spec_hash(self) -> str | None:
