@@ -128,49 +128,33 @@ def test_retry_after_over_the_cap_is_a_checkpoint_and_binds_the_next_run(
     assert summary.counts["accepted"] == 3
 
 
-def test_connection_reset_is_retried(
-    make_ship_workspace: Callable[..., Workspace], fault_endpoint: FaultEndpoint
+@pytest.mark.parametrize(
+    ("fault", "options", "error_class"),
+    [
+        pytest.param(Fault(kind="reset"), {}, "reset", id="connection-reset"),
+        pytest.param(Fault(kind="truncate"), {}, "reset", id="reset-mid-response"),
+        # the client gives up at its timeout; the server's delay only has to be longer
+        pytest.param(Fault(kind="slow", delay=4.0), {"timeout": 1.5}, "timeout", id="timeout"),
+    ],
+)
+def test_transport_failures_are_retried(
+    make_ship_workspace: Callable[..., Workspace],
+    fault_endpoint: FaultEndpoint,
+    fault: Fault,
+    options: dict[str, Any],
+    error_class: str,
 ) -> None:
     ws = make_ship_workspace(1)
     fake = FakeTime()
-    fault_endpoint.script("/v1/items", Fault(kind="reset"))
-    summary = ship(ws, fault_endpoint, fake)
+    fault_endpoint.script("/v1/items", fault)
+    summary = ship(ws, fault_endpoint, fake, **options)
     assert attempts_of(ws, "test:000000") == [
-        (1, None, "error", "reset"),
-        (2, 201, "accepted", None),
-    ]
-    assert fake.sleeps == [1]
-    assert summary.exit_code == 0
-
-
-def test_reset_mid_response_is_retried(
-    make_ship_workspace: Callable[..., Workspace], fault_endpoint: FaultEndpoint
-) -> None:
-    ws = make_ship_workspace(1)
-    fake = FakeTime()
-    fault_endpoint.script("/v1/items", Fault(kind="truncate"))
-    summary = ship(ws, fault_endpoint, fake)
-    assert attempts_of(ws, "test:000000") == [
-        (1, None, "error", "reset"),
-        (2, 201, "accepted", None),
-    ]
-    assert fake.sleeps == [1]
-    assert summary.exit_code == 0
-
-
-def test_timeout_is_retried(
-    make_ship_workspace: Callable[..., Workspace], fault_endpoint: FaultEndpoint
-) -> None:
-    ws = make_ship_workspace(1)
-    fake = FakeTime()
-    fault_endpoint.script("/v1/items", Fault(kind="slow", delay=2.0))
-    summary = ship(ws, fault_endpoint, fake, timeout=0.3)
-    assert attempts_of(ws, "test:000000") == [
-        (1, None, "error", "timeout"),
+        (1, None, "error", error_class),
         (2, 201, "accepted", None),
     ]
     assert fake.sleeps == [1]
     assert summary.counts["accepted"] == 1
+    assert summary.exit_code == 0
 
 
 def test_404_on_the_old_path_moves_to_the_fallback(

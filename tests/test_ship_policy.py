@@ -68,6 +68,7 @@ def test_jitter_stays_within_bounds() -> None:
     sleeps: list[float] = []
     policy = RetryPolicy(max_attempts=6, initial_wait=0.5, jitter=0.5, max_wait=3)
     build_retrying(policy, sleeps.append)(lambda: Result(True))
+    assert len(sleeps) == 5  # six attempts, five waits between them
     for n, slept in enumerate(sleeps):
         assert min(0.5 * 2**n, 3) <= slept <= min(0.5 * 2**n + 0.5, 3)
 

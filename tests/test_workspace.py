@@ -93,11 +93,20 @@ def test_readonly_open_of_a_closed_workspace_in_a_readonly_folder(tmp_path: Path
         (row,) = ws.store.seed([NewRow("list", "http://site/")])
         ws.store.commit(Outcome(row.id, ok=True))
     path.chmod(0o555)
+    # root (as in CI) ignores the mode bits, so also check directly that a read-only
+    # open writes nothing: the database is byte for byte the same and no file appears
+    # but SQLite's own WAL index (which a reader of a live WAL needs)
+    before = {p.name for p in path.iterdir()}
+    db = (path / "state.sqlite").read_bytes()
     try:
         with Workspace.open(path, readonly=True) as ws:
             assert ws.store.row_counts() == {"list": {RowStatus.OK: 1}}
     finally:
         path.chmod(0o755)
+    assert {p.name for p in path.iterdir()} - before <= {"state.sqlite-wal", "state.sqlite-shm"}
+    assert (path / "state.sqlite").read_bytes() == db
+    wal = path / "state.sqlite-wal"
+    assert not wal.exists() or wal.stat().st_size == 0  # nothing was written to the log
 
 
 def test_lock_is_exclusive_and_names_its_holder(tmp_path: Path) -> None:

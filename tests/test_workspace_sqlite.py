@@ -96,7 +96,10 @@ def test_a_file_that_is_not_sqlite_is_a_workspace_error(tmp_path: Path) -> None:
 def test_readonly_store_refuses_writes(tmp_path: Path) -> None:
     path = tmp_path / "state.sqlite"
     SqliteStore.open(path).close()
-    with SqliteStore.open(path, readonly=True) as ro, pytest.raises(WorkspaceError):
+    with (
+        SqliteStore.open(path, readonly=True) as ro,
+        pytest.raises(WorkspaceError, match="read-only"),
+    ):
         ro.seed([NewRow("list", "http://site/")])
 
 
