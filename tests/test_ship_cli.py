@@ -82,6 +82,13 @@ def test_usage_errors_exit_2(
     assert code == 2
     assert "NO_SUCH_VARIABLE_X" in capsys.readouterr().err
     assert run("job", "--workspace", str(ws.path), "--endpoint", "ftp://x") == 2
+    # credentials or a query in the endpoint would reach error texts (the ship log)
+    # and replace the bearer token: refused, without echoing them
+    for endpoint in ("http://u:s3cr3t@127.0.0.1:9", "http://127.0.0.1:9/v1/items?key=s3cr3t"):
+        assert run("job", "--workspace", str(ws.path), "--endpoint", endpoint) == 2
+        err = capsys.readouterr().err
+        assert "must not carry credentials" in err
+        assert "s3cr3t" not in err
     assert run("job", "--workspace", str(ws.path / "nope"), "--endpoint", "http://x") == 2
 
 

@@ -184,3 +184,23 @@ def test_content_that_goes_back_to_an_earlier_version_arrives(
         if json.loads(x)["error_class"] == "idempotency_key_reused"
     ]
     assert [r["dedupe_key"] for r in reused] == ["test:000001"]
+
+
+def test_a_netrc_entry_cannot_replace_the_bearer_token(
+    make_ship_workspace: Callable[..., Workspace],
+    make_ingest_server: Callable[..., IngestServer],
+    tmp_path: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # requests applies ~/.netrc to a request without explicit auth, which would send
+    # Basic credentials instead of the token: the token must win.
+    server = make_ingest_server(token="right-token-123")
+    host = server.url.split("://", 1)[1].split(":", 1)[0]
+    netrc = tmp_path / "netrc"
+    netrc.write_text(f"machine {host} login someone password elsewhere\n")
+    netrc.chmod(0o600)
+    monkeypatch.setenv("NETRC", str(netrc))
+    ws = make_ship_workspace(2)
+    summary = ship(ws, server.url, token="right-token-123", batch_size=1)
+    assert summary.exit_code == 0
+    assert len(server.rows()) == 2

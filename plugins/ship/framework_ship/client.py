@@ -64,10 +64,37 @@ def items_url(endpoint: str) -> str:
     parts = urlsplit(endpoint)
     if parts.scheme not in ("http", "https") or not parts.netloc:
         raise ValueError(f"not an http(s) URL: {endpoint!r}")
+    if parts.username or parts.password or parts.query:
+        # A secret there would reach error texts (and so the ship log), and requests
+        # would send user:password as Basic auth instead of the bearer token.
+        raise ValueError(
+            "the endpoint must not carry credentials or a query string; "
+            "pass the token with --token-env"
+        )
     path = parts.path.rstrip("/")
     if not path:
         path = CONTRACT_PATH
-    return urlunsplit((parts.scheme, parts.netloc, path, parts.query, ""))
+    return urlunsplit((parts.scheme, parts.netloc, path, "", ""))
+
+
+class BearerAuth(requests.auth.AuthBase):
+    """The bearer token as requests' ``auth``: set on each request only, never on the
+    session, and explicit, so a ``~/.netrc`` entry cannot replace it."""
+
+    def __init__(self, token: str) -> None:
+        self._token = token
+
+    def __call__(self, request: requests.PreparedRequest) -> requests.PreparedRequest:
+        header = ("Authorization", f"Bearer {self._token}")
+        # Auth runs after requests checks the headers: check this one the same way, so a
+        # token no header can carry is refused as requests' InvalidHeader (whose text the
+        # client never keeps), not later by http.client quoting it.
+        requests.utils.check_header_validity(header)
+        request.headers[header[0]] = header[1]
+        return request
+
+    def __repr__(self) -> str:
+        return "BearerAuth(<redacted>)"
 
 
 def _header_safe(text: str) -> bool:
@@ -126,6 +153,12 @@ class IngestClient:
         self._route = 0
         self._batch_ok = [True] * len(self.routes)
         self._token = token
+        self._auth = BearerAuth(token) if token else None
+        self._static_headers = {
+            "Content-Type": "application/json",
+            "Accept": "application/json",
+            "User-Agent": USER_AGENT,
+        }
         self.timeout = timeout
         self._notice = notice
         self._session_factory = session_factory
@@ -185,16 +218,9 @@ class IngestClient:
         return session
 
     def _headers(self, idem: str | None) -> dict[str, str]:
-        headers = {
-            "Content-Type": "application/json",
-            "Accept": "application/json",
-            "User-Agent": USER_AGENT,
-        }
-        if idem is not None:
-            headers["Idempotency-Key"] = idem
-        if self._token:
-            headers["Authorization"] = f"Bearer {self._token}"
-        return headers
+        if idem is None:
+            return self._static_headers
+        return {**self._static_headers, "Idempotency-Key": idem}
 
     def post_item(self, body: Mapping[str, Any], idem: str | None = None) -> Reply:
         route = self.route
@@ -220,6 +246,7 @@ class IngestClient:
                 url,
                 data=data,
                 headers=self._headers(idem),
+                auth=self._auth,
                 timeout=self.timeout,
                 allow_redirects=False,
             )

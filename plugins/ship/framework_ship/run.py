@@ -259,8 +259,11 @@ class Shipper:
         started = time.monotonic()
         summary = ShipSummary()
         host = host_of(opts.endpoint)
+        # The log first: it ends a torn last line, which the index must then read as
+        # the line it became (else the index would skip past an outcome for good).
+        log = ShipLog(self.ws.ship_log_path)
         index = ShipIndex.open(self.ws.path, self.ws.ship_log_path)
-        log = ShipLog(self.ws.ship_log_path, on_written=index.on_written)
+        log.on_written = index.on_written
         client = IngestClient(
             opts.endpoint, self._token, opts.fallback_path, opts.timeout, notice=self.notice
         )

@@ -86,7 +86,7 @@ class ShipLog:
         on_written: Callable[[Sequence[Attempt], int], None] | None = None,
     ) -> None:
         self.path = path
-        self._on_written = on_written
+        self.on_written = on_written
         self._lock = threading.Lock()
         self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         self._terminate_torn_line()
@@ -111,8 +111,8 @@ class ShipLog:
             while view:
                 written = os.write(self._fd, view)
                 view = view[written:]
-            if self._on_written is not None:
-                self._on_written(attempts, os.lseek(self._fd, 0, os.SEEK_CUR))
+            if self.on_written is not None:
+                self.on_written(attempts, os.lseek(self._fd, 0, os.SEEK_CUR))
 
     def close(self) -> None:
         with self._lock:
