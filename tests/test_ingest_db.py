@@ -7,7 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from framework_ingest.db import migrations, open_backend, redact_url
+from framework_ingest.db import migrations, open_backend
 from framework_ingest.errors import IngestConfigError
 
 from framework.errors import UsageError
@@ -65,6 +65,9 @@ def test_sqlite_folder_must_exist(tmp_path: Path) -> None:
         open_backend(f"sqlite:///{tmp_path}/missing/ingest.db")
 
 
-def test_redact_url_hides_the_password() -> None:
-    assert redact_url("postgresql://app:hunter2@db:5432/x") == "postgresql://app:***@db:5432/x"
-    assert redact_url("postgresql://app@db/x") == "postgresql://app@db/x"
+def test_database_urls_in_messages_hide_their_password(tmp_path: Path) -> None:
+    # the core's redact_url serves the plugin too: userinfo and password= are masked
+    for url in ("postgresql://app:hunter2@db:5432/x", "postgresql://app@db/x?password=hunter2"):
+        with pytest.raises(IngestConfigError) as caught:
+            open_backend(url.replace("postgresql", "mysql"))
+        assert "hunter2" not in str(caught.value)

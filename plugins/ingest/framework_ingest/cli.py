@@ -16,7 +16,8 @@ from typing import Any
 
 import click
 
-from framework_ingest.db import Backend, open_backend, redact_url
+from framework.workspace import redact_url
+from framework_ingest.db import Backend, open_backend
 from framework_ingest.errors import IngestConfigError
 
 DEFAULT_DB = "sqlite:///ingest.db"

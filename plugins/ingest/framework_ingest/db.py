@@ -19,6 +19,7 @@ from importlib import resources
 from typing import Any
 from urllib.parse import parse_qsl
 
+from framework.workspace import redact_url
 from framework_ingest.errors import IngestConfigError
 
 Row = tuple[Any, ...]
@@ -139,8 +140,3 @@ def open_backend(url: str) -> Backend:
         backend.close()
         raise
     return backend
-
-
-def redact_url(url: str) -> str:
-    """The URL with any password replaced, for messages and logs."""
-    return re.sub(r"(//[^:/@]+:)[^@]*@", r"\1***@", url)

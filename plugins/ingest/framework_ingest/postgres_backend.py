@@ -17,7 +17,8 @@ from functools import lru_cache
 import psycopg
 import psycopg.errors
 
-from framework_ingest.db import Backend, Params, Row, Tx, redact_url
+from framework.workspace import redact_url
+from framework_ingest.db import Backend, Params, Row, Tx
 from framework_ingest.errors import BackendUnavailable, TransactionConflict
 
 # An arbitrary constant naming "the ingest schema migration" among advisory locks.

@@ -84,7 +84,10 @@ class SqliteBackend(Backend):
         try:
             yield _SqliteTx(conn)
         except BaseException:
-            conn.execute("ROLLBACK")
+            # SQLite may have rolled back already (disk full, I/O error): a second
+            # error must not hide the first.
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
             raise
         try:
             conn.execute("COMMIT")
