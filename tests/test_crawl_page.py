@@ -138,3 +138,17 @@ def test_a_record_without_its_id_is_invalid_and_names_it() -> None:
     assert not record.valid
     assert record.missing == ["id", "t"]
     assert record.dedupe_key is None
+
+
+def test_a_nested_group_on_a_json_page_reads_each_as_a_json_path() -> None:
+    # "rows[*]" is no CSS selector: on a JSON page it must compile as a JSON path
+    job = _job(
+        api={
+            "format": "json",
+            "id": {"json": "$.id"},
+            "fields": {"parts": {"each": "rows[*]", "fields": {"n": {"json": "$.n"}}}},
+        }
+    )
+    doc = {"id": "A1", "rows": [{"n": "x"}, {"n": "y"}]}
+    (record,) = job.kinds["api"].parse(_json_response("http://127.0.0.1:1/a", doc), {}, 1).records
+    assert record.values == {"parts": [{"n": "x"}, {"n": "y"}]}

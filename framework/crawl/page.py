@@ -122,7 +122,8 @@ class CompiledSubtab:
             if spec.body is not None and spec.body.json_body is not None
             else None
         )
-        self.fields = FieldExtractor(spec.fields) if spec.fields else None
+        is_json = spec.format is Format.JSON
+        self.fields = FieldExtractor(spec.fields, json=is_json) if spec.fields else None
         self.each_json = (
             compile_jsonpath(spec.each) if spec.each and spec.format is Format.JSON else None
         )
@@ -171,9 +172,9 @@ class CompiledKind:
         self.name = name
         self.spec = kind
         self.is_json = kind.format is Format.JSON
-        self.fields = FieldExtractor(kind.fields)
+        self.fields = FieldExtractor(kind.fields, json=self.is_json)
         self.id = (
-            FieldExtractor({"id": kind.id.model_copy(update={"required": True})})
+            FieldExtractor({"id": kind.id.model_copy(update={"required": True})}, json=self.is_json)
             if (kind.id is not None)
             else None
         )

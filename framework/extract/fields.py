@@ -439,7 +439,7 @@ class CompiledField:
         "sources",
     )
 
-    def __init__(self, name: str, spec: FieldSpec) -> None:
+    def __init__(self, name: str, spec: FieldSpec, json: bool = False) -> None:
         self.name = name
         self.required = spec.required
         self.default = spec.default
@@ -462,16 +462,12 @@ class CompiledField:
         self._each_xp: etree.XPath | None = None
         self._each_json: JsonPath | None = None
         if spec.fields is not None and spec.each is not None:
-            self._child = FieldExtractor(spec.fields)
-            each = spec.each
-            if each.lstrip().startswith("$"):
-                self._each_json = compile_jsonpath(each)
+            # The page's format says what `each` is (validation checks it the same way).
+            self._child = FieldExtractor(spec.fields, json=json)
+            if json or spec.each.lstrip().startswith("$"):  # "$..." is never a selector
+                self._each_json = compile_jsonpath(spec.each)
             else:
-                self._each_xp = compile_selector(each)
-                try:
-                    self._each_json = compile_jsonpath(each)
-                except Exception:  # not a JSON path too: only HTML rows then
-                    self._each_json = None
+                self._each_xp = compile_selector(spec.each)
 
     def _convert_one(self, value: Any, url: str) -> Any:
         if self._convert is None:
@@ -539,8 +535,10 @@ class FieldExtractor:
 
     __slots__ = ("_fields",)
 
-    def __init__(self, fields: Mapping[str, FieldSpec]) -> None:
-        self._fields = tuple(CompiledField(name, spec) for name, spec in fields.items())
+    def __init__(self, fields: Mapping[str, FieldSpec], *, json: bool = False) -> None:
+        """``json``: the records are JSON values (a ``format: json`` page or tab), so a
+        nested group's ``each`` is a JSON path; else a CSS/XPath selector."""
+        self._fields = tuple(CompiledField(name, spec, json) for name, spec in fields.items())
 
     def extract(self, scope: Scope) -> Extraction:
         values: dict[str, Any] = {}
