@@ -61,5 +61,4 @@ class ProblemError(Exception):
     ) -> None:
         super().__init__(detail or TITLES[slug])
         self.body = problem(status, slug, detail, errors)
-        self.status = status
         self.headers = dict(headers or {})

@@ -21,7 +21,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from framework.errors import Checkpoint, FrameworkError, Halted
-from framework.workspace.records import StoredItem
+from framework.workspace import StoredItem
 from framework_ship.classify import (
     Outcome,
     Verdict,

@@ -22,7 +22,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -352,15 +352,6 @@ class ShipIndex:
         except ValueError:
             return None
         return value if isinstance(value, dict) else None
-
-    def delivered(self, keys: Iterable[tuple[str, str]]) -> list[str]:
-        """Of ``(key, content_hash)`` pairs, the keys with no success at that hash."""
-        missing = []
-        for key, content_hash in keys:
-            latest = self.lookup(key)
-            if latest is None or latest.ok_hash != digest(content_hash):
-                missing.append(key)
-        return missing
 
     def __enter__(self) -> ShipIndex:
         return self

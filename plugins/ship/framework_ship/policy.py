@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
-from typing import Any, Protocol
+from typing import Protocol
 
 from tenacity import (
     RetryCallState,
@@ -131,15 +131,11 @@ class stop_after_idle(stop_base):
 def build_retrying(
     policy: RetryPolicy,
     sleep: Callable[[float], None] = time.sleep,
-    before_attempt: Callable[[RetryCallState], None] | None = None,
 ) -> Retrying:
     """A tenacity ``Retrying`` that calls an attempt function returning a
     :class:`HasRetryAfter`, retries while ``retry_wanted``, and hands back the last
     result when attempts or time run out (the caller marks what is left ``error``).
     Exceptions raised by the attempt function (a checkpoint, a halt) are not retried."""
-    kwargs: dict[str, Any] = {}
-    if before_attempt is not None:
-        kwargs["before"] = before_attempt
     return Retrying(
         sleep=sleep,
         stop=(
@@ -151,5 +147,4 @@ def build_retrying(
         retry=retry_if_result(lambda result: bool(result.retry_wanted)),
         retry_error_callback=lambda state: state.outcome.result() if state.outcome else None,
         reraise=True,
-        **kwargs,
     )

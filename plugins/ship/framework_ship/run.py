@@ -25,14 +25,14 @@ from typing import Any, TextIO
 from urllib.parse import urlsplit
 
 from framework.errors import Checkpoint, FrameworkError, Halted, UsageError
-from framework.workspace import StoredItem, Workspace
+from framework.workspace import StoredItem, Workspace, utc_now
 from framework_ship.classify import Outcome
 from framework_ship.client import IngestClient
 from framework_ship.deadline import Deadline, host_of
 from framework_ship.deliver import Deliverer, Interrupted, UnitResult
 from framework_ship.index import SUCCESS, Latest, ShipIndex, digest
 from framework_ship.policy import RetryPolicy
-from framework_ship.shiplog import ShipLog, utc_now
+from framework_ship.shiplog import ShipLog
 
 # Measured (bench/bench_ship.py, docs/benchmarks.md) against the reference server:
 # 250 was the fastest size in one scan and within 13% of 500 in the other, while it
@@ -226,7 +226,7 @@ class Shipper:
                     summary.held += 1
                     self.echo(f"hold     {item.dedupe_key}  ({why})")
                 else:
-                    summary.counts["skipped"] += 1
+                    summary.counts[Outcome.SKIPPED] += 1
                     self.echo(f"skip     {item.dedupe_key}  ({why})")
         summary.elapsed = time.monotonic() - started
         self.echo(
@@ -389,7 +389,7 @@ class Shipper:
                     if "held" in why:
                         summary.held += 1
                     else:
-                        summary.counts["skipped"] += 1
+                        summary.counts[Outcome.SKIPPED] += 1
                     continue
                 if opts.max_items is not None and shipped >= opts.max_items:
                     stop_error = Checkpoint(
