@@ -50,6 +50,10 @@ class Store(Protocol):
 
     def set_meta(self, key: str, value: str) -> None: ...
 
+    def set_metas(self, values: Mapping[str, str]) -> None:
+        """Several meta values in one transaction."""
+        ...
+
     # queue -------------------------------------------------------------------
     def seed(self, rows: Sequence[NewRow]) -> list[Row]:
         """Insert start rows; return those that were new."""
@@ -92,6 +96,19 @@ class Store(Protocol):
     def misbehaving(self, limit: int = 10) -> list[Row]:
         """Rows with at least one failed attempt, worst first (errors, then attempts)."""
         ...
+
+    def counts(self, max_attempts: int) -> dict[str, int]:
+        """{"pending", "retryable", "exhausted"}: what the next run would fetch, and
+        the error rows it would not."""
+        ...
+
+    def exhausted(self, max_attempts: int, limit: int | None = None) -> list[Row]: ...
+
+    def failures(self, row_id: int) -> int:
+        """How many attempts of the row failed."""
+        ...
+
+    def incomplete_keys(self, limit: int) -> list[str]: ...
 
     def item_counts(self) -> dict[str, int]:
         """{"complete": n, "incomplete": m}."""
