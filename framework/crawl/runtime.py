@@ -159,8 +159,12 @@ class CrawlRuntime:
         store = self.ws.store
         store.set_meta("max_attempts", str(self.limits.max_attempts))
         store.set_meta("job", self.spec.name)
-        if self.ws.record_spec(self.spec_hash):
-            self.event("spec_changed", spec_hash=self.spec_hash)
+        previous = self.ws.spec_hash()
+        if previous is not None and previous != self.spec_hash:
+            # announced before it is recorded: a crash in between announces it twice,
+            # never not at all
+            self.event("spec_changed", spec_hash=self.spec_hash, previous=previous)
+        self.ws.record_spec(self.spec_hash)
         raw = store.get_meta(NOT_BEFORE_META)
         self.not_before = json.loads(raw) if raw else {}
         now = time.time()
