@@ -35,6 +35,8 @@ class ErrorKind(StrEnum):
     RATE_LIMITED = "rate_limited"
     PARSE = "parse"
     VALIDATION = "validation"
+    SCHEME = "scheme"  # a URL whose scheme is not http(s): never requested
+    OFFSITE = "offsite"  # a URL (or a redirect hop) outside the job's allowed_domains
     OTHER = "other"
 
     @property
@@ -42,7 +44,12 @@ class ErrorKind(StrEnum):
         # A 4xx (other than 429, which is RATE_LIMITED) or a page that does not hold the
         # data we expect will not change by asking again in the same run; the attempt
         # budget still lets `requeue` bring them back on purpose.
-        return self not in (ErrorKind.HTTP_4XX, ErrorKind.VALIDATION, ErrorKind.PARSE)
+        return self not in _FINAL_KINDS
+
+
+_FINAL_KINDS = frozenset(
+    {ErrorKind.HTTP_4XX, ErrorKind.VALIDATION, ErrorKind.PARSE, ErrorKind.SCHEME, ErrorKind.OFFSITE}
+)
 
 
 def canonical_json(value: Any) -> str:
