@@ -7,11 +7,16 @@ STAMP  := $(VENV)/.installed
 .PHONY: demo test lint typecheck pytest bench clean
 
 $(STAMP): pyproject.toml plugins/ingest/pyproject.toml plugins/ship/pyproject.toml
+	@echo '==> one-time setup: creating $(VENV) and installing framework, its plugins and test tools into it'
+	@echo '    (a minute or two on a fresh clone; later runs skip this step)'
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
+	@echo '==> installing framework and the ingest and ship plugins (editable), with test tools'
 	$(BIN)/python -m pip install --quiet -e '.[test]' -e plugins/ingest -e plugins/ship
 	touch $(STAMP)
+	@echo '==> setup done: activate it with `. $(VENV)/bin/activate` to put `framework` on your PATH'
 
+# DEMO_PORT=N serves the demo site on that port (default: a free one).
 demo: $(STAMP)
 	$(BIN)/python -m framework.demo
 

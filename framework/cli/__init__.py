@@ -21,6 +21,7 @@ CORE_COMMANDS = {
     "crawl": "framework.cli.crawl:crawl",
     "status": "framework.cli.status:status",
     "requeue": "framework.cli.requeue:requeue",
+    "demo": "framework.cli.demo:demo",
 }
 
 
