@@ -12,6 +12,8 @@ never calls ``sys.exit``::
     +-- Checkpoint                    exit 3  benign stop: run again later
     |   +-- LockHeld                  exit 3  another process holds the workspace/shipper lock
     +-- Halted                        exit 4  a breaker tripped: a human must look
+        +-- WorkspaceFull             exit 4  the workspace's disk is full (nothing lost)
+        +-- WorkspaceBroken           exit 4  state.sqlite or its WAL is damaged or lost
 
 Plugins derive their own errors from these classes so the CLI maps them the same way.
 """
@@ -85,3 +87,13 @@ class Halted(FrameworkError):
     """A breaker tripped (auth refused, error rate over threshold): a human must look."""
 
     exit_code = EXIT_HALTED
+
+
+class WorkspaceFull(Halted):
+    """The disk holding the workspace is full: the write that failed was rolled back,
+    so nothing committed is lost; a human frees space, then the crawl resumes."""
+
+
+class WorkspaceBroken(Halted):
+    """The workspace's state is damaged (a truncated or garbled state.sqlite or WAL) or
+    lost committed rows (a deleted WAL): restore it from a backup, or start over."""
