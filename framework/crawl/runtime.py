@@ -27,6 +27,7 @@ from collections.abc import Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -528,21 +529,96 @@ def _carry(values: dict[str, Any]) -> dict[str, Any]:
 
 
 def classify_failure(failure: Failure) -> tuple[ErrorKind, str]:
-    """A download failure as a typed note. Names only: no request headers."""
-    from scrapy.exceptions import IgnoreRequest
-    from twisted.internet import error as terr
-    from twisted.web._newclient import ResponseNeverReceived
+    """A download failure as a typed note. Names only: no request headers.
 
+    Scrapy 2.19's HTTP download handlers wrap Twisted's errors in Scrapy's own
+    (``scrapy.utils._download_handlers.wrap_twisted_exceptions``: a refusal becomes
+    ``DownloadConnectionRefusedError``, a failed lookup ``CannotResolveHostError``, a
+    dropped connection ``DownloadFailedError``...), while other connect errors still
+    arrive bare; both families are in :func:`_failure_kinds`.
+    """
     exc = failure.value
+    # The crawl's own refusals (schemes, off-site, sizes) say what they are.
+    own = getattr(exc, "error_kind", None)
+    if isinstance(own, ErrorKind):
+        return own, str(exc)
     name = type(exc).__name__
-    if isinstance(exc, terr.DNSLookupError):
-        return ErrorKind.DNS, f"{name}: {exc}"
-    if isinstance(exc, terr.TimeoutError | terr.TCPTimedOutError) or "Timeout" in name:
+    if _tls_failed(exc):
+        # not a host that is down: a certificate or protocol problem a human must see
+        return ErrorKind.OTHER, f"TLS handshake failed: {_describe(exc)}"
+    for types, kind in _failure_kinds():
+        if isinstance(exc, types):
+            return kind, _describe(exc)
+    if "Timeout" in name:
         return ErrorKind.TIMEOUT, name
-    if isinstance(exc, terr.ConnectionRefusedError | terr.ConnectError):
-        return ErrorKind.CONNECT, f"{name}: {exc}"
-    if isinstance(exc, ResponseNeverReceived | terr.ConnectionLost | terr.ConnectionDone):
-        return ErrorKind.CONNECT, name
-    if isinstance(exc, IgnoreRequest):
-        return ErrorKind.HTTP_4XX, f"ignored: {exc}"
-    return ErrorKind.OTHER, f"{name}: {exc}"
+    return ErrorKind.OTHER, _describe(exc)
+
+
+@cache
+def _failure_kinds() -> tuple[tuple[tuple[type[BaseException], ...], ErrorKind], ...]:
+    """Download exceptions and their kinds, most specific first (a TCP timeout is a
+    ConnectError too, a refusal is a ConnectError too)."""
+    from scrapy import exceptions as sx
+    from scrapy.core.downloader.handlers.http11 import TunnelError
+    from twisted.internet import error as terr
+    from twisted.web.client import ResponseFailed
+
+    return (
+        ((sx.IgnoreRequest,), ErrorKind.HTTP_4XX),
+        ((sx.UnsupportedURLSchemeError,), ErrorKind.SCHEME),
+        ((sx.CannotResolveHostError, terr.DNSLookupError, terr.UnknownHostError), ErrorKind.DNS),
+        (
+            (sx.DownloadTimeoutError, terr.TimeoutError, terr.TCPTimedOutError),
+            ErrorKind.TIMEOUT,
+        ),
+        (
+            (
+                sx.DownloadConnectionRefusedError,
+                sx.DownloadFailedError,  # the connection broke before or during the answer
+                sx.ResponseDataLossError,  # the body was cut short
+                terr.ConnectError,
+                terr.ConnectionLost,
+                terr.ConnectionDone,
+                ResponseFailed,
+                TunnelError,  # a proxy could not reach the host
+            ),
+            ErrorKind.CONNECT,
+        ),
+    )
+
+
+def _causes(exc: BaseException) -> Iterator[BaseException]:
+    """The exception, what it wraps (``raise ... from``) and the reasons of a Twisted
+    ``ResponseFailed`` (a list of Failures)."""
+    seen: set[int] = set()
+    todo = [exc]
+    while todo:
+        cur = todo.pop(0)
+        if id(cur) in seen:
+            continue
+        seen.add(id(cur))
+        yield cur
+        if cur.__cause__ is not None:
+            todo.append(cur.__cause__)
+        for reason in getattr(cur, "reasons", None) or ():
+            value = getattr(reason, "value", None)
+            if isinstance(value, BaseException):
+                todo.append(value)
+
+
+def _tls_failed(exc: BaseException) -> bool:
+    try:
+        from OpenSSL.SSL import Error as SSLError
+    except ImportError:  # pragma: no cover - pyOpenSSL comes with Scrapy
+        return False
+    return any(isinstance(c, SSLError) for c in _causes(exc))
+
+
+def _describe(exc: BaseException) -> str:
+    """``Name: message``; for a wrapped ``ResponseFailed`` (whose str is a list of Failure
+    reprs) the names and messages of its reasons instead."""
+    reasons = [c for c in _causes(exc) if c is not exc and not getattr(c, "reasons", None)]
+    text = str(exc)
+    if reasons and (not text or text.startswith("[<")):
+        text = "; ".join(f"{type(r).__name__}: {r}".rstrip(": ") for r in reasons[:3])
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
