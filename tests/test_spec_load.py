@@ -40,6 +40,9 @@ def test_corpus_covers_the_issue_list() -> None:
         "missing-key", "wrong-type", "invalid-url", "invalid-css", "invalid-xpath",
         "invalid-regex", "invalid-jsonpath", "url-template-unknown-field",
         "key-template-unknown-field", "dup-projects", "non-utf8", "duplicate-key", "alias-bomb",
+        "settings-telnet", "settings-extensions", "settings-log-file", "settings-feeds",
+        "settings-import-path", "tag-on-mapping", "tag-on-sequence", "url-userinfo",
+        "url-secret-query",
     ):  # fmt: skip
         assert needed in names, needed
 
@@ -177,8 +180,35 @@ def test_many_small_aliases_over_budget_are_refused() -> None:
 
 
 def test_unknown_yaml_tag_is_located() -> None:
-    with pytest.raises(SpecError, match=r"t.yaml:2:8: unreadable value"):
+    with pytest.raises(SpecError, match=r"t.yaml:2:8: YAML tag '!python/object:os.system'"):
         read_text("name: x\nother: !python/object:os.system ls\n", "t.yaml")
+
+
+@pytest.mark.parametrize(
+    ("text", "where"),
+    [
+        ("a: !!python/object/apply:os.system\n  args: [ls]\n", "1:4"),  # on a mapping
+        ("a: !!python/object/apply:os.system [ls]\n", "1:4"),  # on a sequence
+        ("!!python/name:os.system a: 1\n", "1:1"),  # on a key
+        ("!!python/object:x\na: 1\n", "1:1"),  # on the root
+        ("a: 1\n<<: !!python/object:x {b: 1}\n", "2:5"),  # on a merge source
+        ("%TAG !p! tag:yaml.org,2002:python/\n---\na: !p!object/apply:os.system [x]\n", "3:4"),
+        ("a: !<tag:yaml.org,2002:python/object/apply:os.system> {b: 1}\n", "1:4"),  # verbatim
+        ("a: !!set {x, y}\n", "1:4"),  # a safe tag, but not plain data
+        ("a: !!binary aGk=\n", "1:4"),
+        ("a: !custom {b: 1}\n", "1:4"),
+    ],
+)
+def test_every_tag_that_is_not_plain_data_is_refused(text: str, where: str) -> None:
+    with pytest.raises(SpecError) as info:
+        read_text(text, "t.yaml")
+    assert str(info.value).startswith(f"t.yaml:{where}: YAML tag "), str(info.value)
+    assert "is not allowed" in str(info.value)
+
+
+def test_plain_core_tags_stay_allowed() -> None:
+    doc = read_text("a: !!str 1\nb: !!map {x: !!int '2'}\nc: !!seq [!!null '']\n<<: {d: 1}\n")
+    assert doc.data == {"a": "1", "b": {"x": 2}, "c": [None], "d": 1}
 
 
 def test_shape_messages_say_what_was_expected(tmp_path: Path) -> None:

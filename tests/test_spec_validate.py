@@ -250,7 +250,7 @@ def test_urls_domains_settings_and_ship(tmp_path: Path) -> None:
         (3, 14, "start"),
         (3, 32, "start"),
         (4, 19, "allowed"),
-        (6, 12, "setting"),
+        (6, 12, "unknown"),
         (7, 18, "ship"),
         (7, 44, "fallback"),
     ]
@@ -273,7 +273,7 @@ def test_kind_names_and_subtab_names(tmp_path: Path) -> None:
     assert "sub-tab 't' has the name of a field" in text
 
 
-def test_near_misses_of_scrapy_settings_are_caught(tmp_path: Path) -> None:
+def test_spec_settings_are_an_allow_list(tmp_path: Path) -> None:
     got = problems(
         tmp_path,
         """
@@ -283,8 +283,80 @@ def test_near_misses_of_scrapy_settings_are_caught(tmp_path: Path) -> None:
           CONCURRENT_REQUESTS_PER_DOMAIN: 2
           FRAMEWORK_MAX_REQUESTS: 10
           SOME_PLUGIN_OPTION: true
+          ITEM_PIPELINES: {"os.system": 1}
+          FRAMEWORK_FRESH: true
+        """,
+    )
+    hint = "put it in the project's Scrapy settings module or pass `-s {}=...`"
+    assert got == [
+        "7:3: unknown spec setting 'DOWNLOAD_DELAYY' (did you mean 'DOWNLOAD_DELAY'?);"
+        " expected 'DOWNLOAD_DELAY'",
+        "10:3: unknown spec setting 'SOME_PLUGIN_OPTION'; expected a spec setting"
+        f" (docs/spec-reference.md); {hint.format('SOME_PLUGIN_OPTION')} on the command line"
+        " (both are code you trust)",
+        "11:3: setting 'ITEM_PIPELINES' is not allowed in a spec (a spec is data: settings that"
+        " load code, open ports or write files are not); expected a spec setting"
+        f" (docs/spec-reference.md); {hint.format('ITEM_PIPELINES')} on the command line"
+        " (both are code you trust)",
+        "12:3: setting 'FRAMEWORK_FRESH' is not allowed in a spec (a spec is data: settings"
+        " that load code, open ports or write files are not); expected a spec setting"
+        f" (docs/spec-reference.md); {hint.format('FRAMEWORK_FRESH')} on the command line"
+        " (both are code you trust)",
+    ]
+
+
+def test_spec_setting_values_are_type_checked(tmp_path: Path) -> None:
+    got = problems(
+        tmp_path,
+        """
+        detail: {id: "h1::text"}
+        settings:
+          DOWNLOAD_DELAY: "0.5"
+          CONCURRENT_REQUESTS: 2.5
+          ROBOTSTXT_OBEY: "yes"
+          DOWNLOAD_MAXSIZE: 0
+          FRAMEWORK_STOP_ON_429: 1
+          FRAMEWORK_RETRY_AFTER_CAP: true
+          DEFAULT_REQUEST_HEADERS: {Accept: [text/html]}
+          USER_AGENT: ""
         """,
     )
     assert got == [
-        "7:3: unknown Scrapy setting 'DOWNLOAD_DELAYY' (did you mean 'DOWNLOAD_DELAY'?); expected 'DOWNLOAD_DELAY'"
+        "7:19: wrong value for setting 'DOWNLOAD_DELAY': '0.5'; expected a number >= 0",
+        "8:24: wrong value for setting 'CONCURRENT_REQUESTS': 2.5; expected an integer >= 1",
+        "9:19: wrong value for setting 'ROBOTSTXT_OBEY': 'yes'; expected true or false",
+        "10:21: wrong value for setting 'DOWNLOAD_MAXSIZE': 0; expected an integer >= 1",
+        "11:26: wrong value for setting 'FRAMEWORK_STOP_ON_429': 1; expected true or false",
+        "12:30: wrong value for setting 'FRAMEWORK_RETRY_AFTER_CAP': True;"
+        " expected a number >= 0",
+        "13:28: wrong value for setting 'DEFAULT_REQUEST_HEADERS': {'Accept': ['text/html']};"
+        " expected a mapping of header names to texts",
+        "14:15: wrong value for setting 'USER_AGENT': ''; expected a text",
     ]
+
+
+def test_allowed_spec_settings_pass(tmp_path: Path) -> None:
+    assert (
+        problems(
+            tmp_path,
+            """
+            detail: {id: "h1::text"}
+            settings:
+              DOWNLOAD_DELAY: 1
+              RANDOMIZE_DOWNLOAD_DELAY: false
+              AUTOTHROTTLE_ENABLED: true
+              AUTOTHROTTLE_TARGET_CONCURRENCY: 2.0
+              CONCURRENT_REQUESTS: 4
+              DOWNLOAD_TIMEOUT: 30
+              DEFAULT_REQUEST_HEADERS: {Accept-Language: id}
+              USER_AGENT: "examplebot/1.0 (+https://example.org/bot)"
+              ROBOTSTXT_OBEY: false
+              DOWNLOAD_MAXSIZE: 1048576
+              COOKIES_ENABLED: false
+              REDIRECT_MAX_TIMES: 3
+              FRAMEWORK_MAX_REQUESTS: 100
+              FRAMEWORK_RETRY_AFTER_CAP: 60
+            """,
+        )
+        == []
+    )

@@ -5,7 +5,12 @@ Owns reading a spec file safely and mapping model errors back to the YAML text:
 * bytes: a size cap, strict UTF-8 (a bad byte is reported at its line and column);
 * YAML: composed with PyYAML's safe loader into a node tree, so every key and value
   keeps its mark. Aliases are budgeted *while composing*, before anything is expanded:
-  an alias bomb ("billion laughs") or a recursive alias is refused in milliseconds;
+  an alias bomb ("billion laughs") or a recursive alias is refused in milliseconds.
+  A spec is data: an explicit tag other than the plain core ones (``!!str``, ``!!int``,
+  ``!!float``, ``!!bool``, ``!!null``, ``!!map``, ``!!seq``, ``!!merge``) is refused
+  wherever it stands (on a scalar, a mapping, a sequence, a key, a merge source, the
+  root), also while composing, because the builder below reads mappings and sequences
+  itself and would never ask the tag what it means;
 * the node tree becomes plain data (duplicate keys refused, ``<<`` merge keys honoured,
   every key read as a string) plus a table of marks by path;
 * pydantic validates the data; each error's ``loc`` is mapped to the mark of the node
@@ -48,7 +53,14 @@ MAX_ALIASES = 200  # alias uses per file
 MAX_EXPANDED_NODES = 20_000  # nodes that all aliases together may add once expanded
 
 Path_ = tuple[str | int, ...]
-_MERGE_TAG = "tag:yaml.org,2002:merge"
+_YAML_TAG = "tag:yaml.org,2002:"
+_MERGE_TAG = _YAML_TAG + "merge"
+# Explicit tags a spec may write ("!" is YAML's non-specific tag: "read me as text").
+# Everything else (python/*, binary, set, omap, timestamp, a %TAG shorthand, !custom,
+# !<verbatim>) would construct something other than plain data, or mean nothing.
+_PLAIN_TAGS = frozenset(
+    {"!"} | {_YAML_TAG + t for t in ("str", "int", "float", "bool", "null", "map", "seq", "merge")}
+)
 
 
 @dataclass
@@ -95,8 +107,14 @@ class _Loader(yaml.SafeLoader):
         self.expanded = 0
         self._sizes: dict[int, int] = {}
         self._open: set[str] = set()  # anchors whose node is still being composed
+        self.bad_tags: list[tuple[Any, str]] = []  # (mark, tag) of every refused tag
 
     def compose_node(self, parent: Node | None, index: Any) -> Node:
+        # Every node, key or value, scalar or collection, passes here once as it is
+        # written (an alias has no tag of its own: its anchor's node was checked).
+        tag = getattr(self.peek_event(), "tag", None)
+        if tag is not None and tag not in _PLAIN_TAGS:
+            self.bad_tags.append((self.peek_event().start_mark, tag))
         if not self.check_event(AliasEvent):
             anchor = getattr(self.peek_event(), "anchor", None)
             if anchor is None:
@@ -227,6 +245,20 @@ def read_text(text: str, file: str = "<spec>") -> Document:
     finally:
         if loader is not None:
             loader.dispose()
+    assert loader is not None  # composing raised otherwise
+    if loader.bad_tags:
+        raise SpecError(
+            [
+                SpecProblem(
+                    file,
+                    mark.line + 1,
+                    mark.column + 1,
+                    f"YAML tag {_show_tag(tag)!r} is not allowed (a spec is data, not objects)",
+                    "plain YAML values, without tags",
+                )
+                for mark, tag in loader.bad_tags
+            ]
+        )
     if root is None:
         raise _one(
             file,
@@ -254,6 +286,10 @@ def read_text(text: str, file: str = "<spec>") -> Document:
     if problems:
         raise SpecError(problems)
     return doc
+
+
+def _show_tag(tag: str) -> str:
+    return "!!" + tag.removeprefix(_YAML_TAG) if tag.startswith(_YAML_TAG) else tag
 
 
 class _Builder:

@@ -317,6 +317,9 @@ class JobSpec(_Strict):
     list_: ListShort | None = Field(default=None, alias="list")
     detail: DetailShort | None = None
     pages: dict[str, PageKind] = {}
+    # Sent with every request; values may use {env:NAME} (resolved by the crawl).
+    headers: dict[str, str] = {}
+    # Only the spec settings validate allows (framework.spec.validate.SPEC_SETTINGS).
     settings: dict[str, Any] = {}
     ship: ShipSettings = ShipSettings()
     description: str | None = None

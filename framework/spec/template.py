@@ -4,6 +4,12 @@
 ``|hash`` (a stable 16-hex-digit sha1 prefix) and ``|strip`` filter it, and filters chain
 left to right (``{title|lower|slug}``). ``{{`` and ``}}`` are literal braces.
 
+``{env:NAME}`` is a reference to an environment variable (a credential). A template
+keeps it as it is, unresolved: rows store it that way and only the crawl resolves it,
+when it builds the request (:mod:`framework.crawl.secrets`). :data:`ENV_REF` is its
+syntax for every place a spec may use it (start URLs, sub-tab URL and body templates,
+``headers:``).
+
 A :class:`Template` is compiled once (syntax and filter names are checked then) and
 rendered many times; rendering is a loop over pre-split parts. A name that is absent
 (or ``None``) in the render context raises :class:`MissingValue`, which the runtime turns
@@ -22,7 +28,38 @@ from urllib.parse import quote as _urlquote
 
 from framework.errors import FrameworkError
 
-__all__ = ["FILTERS", "MissingValue", "Template", "TemplateError", "slug"]
+__all__ = [
+    "ENV_REF",
+    "FILTERS",
+    "MissingValue",
+    "Template",
+    "TemplateError",
+    "env_names",
+    "env_problems",
+    "slug",
+]
+
+# An environment-variable reference: the POSIX name rule (letters, digits, '_').
+ENV_REF = re.compile(r"\{env:([A-Za-z_][A-Za-z0-9_]*)\}")
+_ENV_LOOSE = re.compile(r"\{\s*env\s*:([^{}]*)\}")
+
+
+def env_names(text: str) -> list[str]:
+    """The variable names ``text`` refers to with ``{env:NAME}``, in order."""
+    return ENV_REF.findall(text) if "{env:" in text else []
+
+
+def env_problems(text: str) -> list[str]:
+    """What is wrong with the ``{env:...}`` references of ``text`` (a name that is not
+    a variable name, a filter, spaces)."""
+    out = []
+    for m in _ENV_LOOSE.finditer(text):
+        if ENV_REF.fullmatch(m.group(0)) is None:
+            out.append(
+                f"{m.group(0)!r} is not an environment reference "
+                "(letters, digits and '_', no spaces or filters)"
+            )
+    return out
 
 
 class TemplateError(FrameworkError):
@@ -84,13 +121,14 @@ def _text(value: Any) -> str:
 class Template:
     """A compiled template. ``names`` is the set of names it references."""
 
-    __slots__ = ("_parts", "names", "text")
+    __slots__ = ("_parts", "env", "names", "text")
 
     def __init__(self, text: str) -> None:
         self.text = text
         # each part: a literal str, or (name, filters, at_start)
         parts: list[str | tuple[str, tuple[Callable[[str], str], ...], bool]] = []
         names: set[str] = set()
+        env: list[str] = []
         literal: list[str] = []
         i, n = 0, len(text)
         while i < n:
@@ -106,6 +144,15 @@ class Template:
                 body = text[i + 1 : end]
                 if "{" in body:
                     raise TemplateError(f"'{{' inside a placeholder in {text!r}", offset=i)
+                if body.strip().startswith("env:") or body.strip().startswith("env "):
+                    ref = ENV_REF.fullmatch(text, i, end + 1)
+                    if ref is None:
+                        raise TemplateError(env_problems(text[i : end + 1])[0], offset=i)
+                    # kept as written: resolved by the crawl, never by a template
+                    literal.append(ref.group(0))
+                    env.append(ref.group(1))
+                    i = end + 1
+                    continue
                 name, *filter_names = (p.strip() for p in body.split("|"))
                 if not _NAME.match(name):
                     raise TemplateError(
@@ -140,6 +187,7 @@ class Template:
             parts.append("".join(literal))
         self._parts = tuple(parts)
         self.names = frozenset(names)
+        self.env = tuple(env)  # names of {env:NAME} references, in order
 
     def render(self, context: Mapping[str, Any], *, quote: bool = False) -> str:
         """Substitute ``context`` values. ``quote`` URL-quotes each substituted value

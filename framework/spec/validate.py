@@ -15,7 +15,7 @@ import difflib
 import re
 from collections.abc import Iterable
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlsplit
 
 from cssselect import SelectorError
 from lxml import etree
@@ -31,15 +31,123 @@ from framework.extract.fields import (
 )
 from framework.spec.load import Document, Path_
 from framework.spec.models import KIND_NAME_RE, SOURCE_KEYS, JobSpec, PageKind
-from framework.spec.template import Template, TemplateError
+from framework.spec.template import ENV_REF, Template, TemplateError, env_names, env_problems
+from framework.workspace.jsonl import is_secret_key, is_secret_param
 
-__all__ = ["BUILTIN_NAMES", "RESERVED_FIELDS", "check", "validate"]
+__all__ = [
+    "BUILTIN_NAMES",
+    "RESERVED_FIELDS",
+    "SPEC_SETTINGS",
+    "check",
+    "spec_settings",
+    "validate",
+]
 
 # Names every template may use besides the record's fields.
 BUILTIN_NAMES = frozenset({"id", "source_id", "source_type", "url"})
 # Keys every item carries; a field of that name would be overwritten.
 RESERVED_FIELDS = frozenset({"dedupe_key", "source_type", "source_id"})
 _SETTING_RE = re.compile(r"^[A-Z][A-Z0-9_]*$")
+
+# What a spec's `settings:` may set, with the type (and lower bound) of its value.
+# A spec is data that people share and copy: it may tune how politely and how fast the
+# job fetches, never load code (EXTENSIONS, ITEM_PIPELINES, SCHEDULER, any class
+# path), open a port (TELNETCONSOLE_*), or write files (LOG_FILE, FEEDS, HTTPCACHE_*).
+# Those belong to the trusted side: `-s NAME=VALUE` or the project's settings module.
+# No value here is ever imported: every one is a number, a flag or text sent as is.
+SPEC_SETTINGS: dict[str, tuple[str, float | None]] = {
+    # politeness
+    "DOWNLOAD_DELAY": ("number", 0),
+    "RANDOMIZE_DOWNLOAD_DELAY": ("bool", None),
+    "AUTOTHROTTLE_ENABLED": ("bool", None),
+    "AUTOTHROTTLE_START_DELAY": ("number", 0),
+    "AUTOTHROTTLE_MAX_DELAY": ("number", 0),
+    "AUTOTHROTTLE_TARGET_CONCURRENCY": ("number", 0.01),
+    "AUTOTHROTTLE_DEBUG": ("bool", None),
+    "ROBOTSTXT_OBEY": ("bool", None),
+    # concurrency
+    "CONCURRENT_REQUESTS": ("int", 1),
+    "CONCURRENT_REQUESTS_PER_DOMAIN": ("int", 1),
+    "CONCURRENT_ITEMS": ("int", 1),
+    # timeouts and download limits (a spec may not lift the size cap: 0 means none)
+    "DOWNLOAD_TIMEOUT": ("number", 0.001),
+    "DNS_TIMEOUT": ("number", 0.001),
+    "DOWNLOAD_MAXSIZE": ("int", 1),
+    "DOWNLOAD_WARNSIZE": ("int", 0),
+    # what is sent
+    "USER_AGENT": ("text", None),
+    "DEFAULT_REQUEST_HEADERS": ("headers", None),
+    "COOKIES_ENABLED": ("bool", None),
+    "REDIRECT_ENABLED": ("bool", None),
+    "REDIRECT_MAX_TIMES": ("int", 0),
+    # the playwright plugin's numbers (its launch options name a binary: not here)
+    "PLAYWRIGHT_DEFAULT_NAVIGATION_TIMEOUT": ("number", 0),
+    "PLAYWRIGHT_MAX_CONTEXTS": ("int", 1),
+    "PLAYWRIGHT_MAX_PAGES_PER_CONTEXT": ("int", 1),
+}
+# The framework's own settings, typed by their defaults; FRAMEWORK_FRESH is a decision
+# of one run (`--fresh`), never of a spec that every run reads.
+_NOT_IN_SPECS = frozenset({"FRAMEWORK_FRESH"})
+_TRUSTED_HINT = (
+    "put it in the project's Scrapy settings module or pass `-s {name}=...` on the "
+    "command line (both are code you trust)"
+)
+_HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+
+
+def spec_settings() -> dict[str, tuple[str, float | None]]:
+    """Every setting a spec may set: :data:`SPEC_SETTINGS` and the framework's own."""
+    from framework.settings import FRAMEWORK_SETTINGS  # read now: later additions count
+
+    out = dict(SPEC_SETTINGS)
+    for name, default in FRAMEWORK_SETTINGS.items():
+        if name in _NOT_IN_SPECS:
+            continue
+        if isinstance(default, bool):
+            out[name] = ("bool", None)
+        elif isinstance(default, int):
+            out[name] = ("int", 0)
+        elif isinstance(default, str):
+            out[name] = ("text", None)
+        else:  # float, or None for "no limit": a number
+            out[name] = ("number", 0)
+    return out
+
+
+def _type_problem(kind: str, low: float | None, value: Any) -> str | None:
+    """What ``value`` should have been, or None when it fits."""
+    if kind == "bool":
+        return None if isinstance(value, bool) else "true or false"
+    if kind in ("int", "number"):
+        ok = not isinstance(value, bool) and (
+            isinstance(value, int) or (kind == "number" and isinstance(value, float))
+        )
+        bound = "" if low is None else f" >= {low:g}"
+        what = ("an integer" if kind == "int" else "a number") + bound
+        if not ok or (low is not None and value < low):
+            return what
+        return None
+    if kind == "text":
+        return None if isinstance(value, str) and value.strip() else "a text"
+    if kind == "headers":
+        if isinstance(value, dict) and all(
+            isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+        ):
+            return None
+        return "a mapping of header names to texts"
+    return None
+
+
+def _without_env(text: str) -> str:
+    """``text`` with each ``{env:NAME}`` replaced by a neutral word (for URL checks)."""
+    return ENV_REF.sub("env", text)
+
+
+def _literal(text: str) -> str:
+    """What is left of a value once its references and placeholders are taken out."""
+    return re.sub(r"\{[^{}]*\}", "", text)
+
+
 _PROBE = etree.fromstring("<html><body><p class='a'>x</p></body></html>")
 
 
@@ -260,6 +368,136 @@ class _Checker:
             if "path" in value:
                 self.jsonpath((*path, "path"), value["path"])
 
+    # ------------------------------------------------------------ settings
+
+    def settings(self) -> None:
+        allowed = spec_settings()
+        for key, value in self.spec.settings.items():
+            path: Path_ = ("settings", key)
+            hint = _TRUSTED_HINT.format(name=key)
+            if key not in allowed:
+                upper = str(key).upper()
+                close = (
+                    [upper]
+                    if upper in allowed
+                    else difflib.get_close_matches(str(key), list(allowed), n=1, cutoff=0.85)
+                )
+                if close:
+                    what = f"unknown spec setting '{key}' (did you mean '{close[0]}'?)"
+                elif _is_scrapy_setting(str(key)):
+                    what = (
+                        f"setting '{key}' is not allowed in a spec (a spec is data: settings "
+                        "that load code, open ports or write files are not)"
+                    )
+                else:
+                    what = f"unknown spec setting '{key}'"
+                self.add(
+                    path,
+                    what,
+                    f"'{close[0]}'"
+                    if close
+                    else f"a spec setting (docs/spec-reference.md); {hint}",
+                    key=True,
+                )
+                continue
+            kind, low = allowed[key]
+            expected = _type_problem(kind, low, value)
+            if expected is not None:
+                self.add(path, f"wrong value for setting '{key}': {value!r}", expected)
+                continue
+            if kind == "headers":
+                self.headers(path, value, resolved=False)
+            elif isinstance(value, str) and "{env:" in value:
+                self.add(
+                    path,
+                    f"an {{env:...}} reference in setting '{key}' (settings are not resolved)",
+                    "{env:NAME} only in start_urls, sub-tab url/body or `headers:`",
+                )
+
+    # ------------------------------------------------------------ credentials
+
+    def credentials(self) -> None:
+        """Credentials enter a spec only as {env:NAME}: no literal userinfo, no literal
+        secret query/form parameter or auth header, references only where resolved."""
+        for i, url in enumerate(self.spec.start_urls):
+            self.url_secrets(("start_urls", i), url, "start URL")
+        self.headers(("headers",), dict(self.spec.headers), resolved=True)
+        key_path: Path_ = ("key", "template") if isinstance(self.raw(("key",)), dict) else ("key",)
+        if "{env:" in self.spec.key.template:
+            self.add(
+                key_path,
+                "an {env:...} reference in the key template (a dedupe key is stored as is)",
+                "record fields only",
+            )
+        paths = self.kind_paths()
+        for name, kind in self.spec.page_kinds().items():
+            for tname, tab in kind.subtabs.items():
+                tpath: Path_ = (*paths[name], "subtabs", tname)
+                self.url_secrets((*tpath, "url"), tab.url, "sub-tab URL")
+                if tab.body is not None and tab.body.form is not None:
+                    for k, v in tab.body.form.items():
+                        self.literal_secret((*tpath, "body", "form", k), str(k), v, "form field")
+                elif tab.body is not None:
+                    for p, v in _strings(tab.body.json_body, (*tpath, "body", "json")):
+                        if isinstance(p[-1], str):
+                            self.literal_secret(p, p[-1], v, "JSON body field")
+
+    def literal_secret(self, path: Path_, name: str, value: str, what: str) -> None:
+        if is_secret_param(name) and _literal(value).strip():
+            self.add(
+                path,
+                f"a literal credential in {what} '{name}' (it would be stored and shared)",
+                "{env:NAME}, an environment variable the crawl reads when it sends",
+            )
+
+    def url_secrets(self, path: Path_, url: str, what: str) -> None:
+        for problem in env_problems(url):
+            self.add(path, problem, "{env:NAME}")
+        try:
+            parts = urlsplit(url)
+        except ValueError:
+            return  # reported as a URL problem elsewhere
+        if "@" in parts.netloc:
+            self.add(
+                path,
+                f"{what} carries credentials (user:password@)",
+                'no credentials in URLs; `headers: {Authorization: "Basic {env:NAME}"}`',
+            )
+        elif "{env:" in parts.scheme + parts.netloc:
+            self.add(
+                path,
+                f"an {{env:...}} reference in the scheme or host of a {what}",
+                "{env:NAME} in the path or query only",
+            )
+        for name, value in parse_qsl(parts.query, keep_blank_values=True):
+            self.literal_secret(path, name, value, f"the {what}'s query parameter")
+
+    def headers(self, path: Path_, headers: dict[str, str], *, resolved: bool) -> None:
+        for name, value in headers.items():
+            hpath: Path_ = (*path, name)
+            if not _HEADER_NAME.match(str(name)):
+                self.add(
+                    hpath, f"header name {name!r}", "a header name such as X-Api-Key", key=True
+                )
+                continue
+            if "\r" in value or "\n" in value:
+                self.add(hpath, f"header {name!r} has a line break", "one line of text")
+            for problem in env_problems(value):
+                self.add(hpath, problem, "{env:NAME}")
+            if "{env:" in value and not resolved:
+                self.add(
+                    hpath,
+                    f"an {{env:...}} reference in DEFAULT_REQUEST_HEADERS '{name}' "
+                    "(settings are not resolved)",
+                    'the job-level `headers:` mapping (`Authorization: "Bearer {env:NAME}"`)',
+                )
+            elif is_secret_key(str(name)) and not env_names(value):
+                self.add(
+                    hpath,
+                    f"a literal credential in header '{name}' (it would be stored and shared)",
+                    '{env:NAME} in the job-level `headers:` (`Authorization: "Bearer {env:NAME}"`)',
+                )
+
     # ------------------------------------------------------------ pages
 
     def kind_paths(self) -> dict[str, Path_]:
@@ -275,7 +513,7 @@ class _Checker:
     def run(self) -> list[SpecProblem]:
         spec = self.spec
         for i, url in enumerate(spec.start_urls):
-            if not _http_url(url):
+            if not _http_url(_without_env(url)):
                 self.add(
                     ("start_urls", i),
                     f"start URL {url!r} is not an absolute http(s) URL",
@@ -288,23 +526,8 @@ class _Checker:
                     f"allowed domain {domain!r} is not a host name",
                     "example.org",
                 )
-        for key in spec.settings:
-            if not _SETTING_RE.match(str(key)):
-                self.add(
-                    ("settings", key),
-                    f"setting {key!r} is not a Scrapy setting name",
-                    "UPPER_CASE name",
-                    key=True,
-                )
-                continue
-            close = _setting_typo(str(key))
-            if close is not None:
-                self.add(
-                    ("settings", key),
-                    f"unknown Scrapy setting '{key}' (did you mean '{close}'?)",
-                    f"'{close}'",
-                    key=True,
-                )
+        self.settings()
+        self.credentials()
         if spec.ship.endpoint is not None and not _http_url(spec.ship.endpoint):
             self.add(
                 ("ship", "endpoint"),
@@ -487,21 +710,10 @@ class _Checker:
                 self.field((*tpath, "fields", fname), fraw, json_page=tab_json)
 
 
-_OWN_PREFIXES = ("FRAMEWORK_", "PLAYWRIGHT_")
+def _is_scrapy_setting(name: str) -> bool:
+    from scrapy.settings import default_settings  # only when a spec sets one we refuse
 
-
-def _setting_typo(name: str) -> str | None:
-    """A Scrapy setting this name is a near miss of. Names with no close match may be
-    a plugin's and are accepted, as Scrapy itself accepts them."""
-    if name.startswith(_OWN_PREFIXES):
-        return None
-    from scrapy.settings import default_settings  # only when a spec has settings
-
-    known = [k for k in vars(default_settings) if _SETTING_RE.match(k)]
-    if name in known:
-        return None
-    close = difflib.get_close_matches(name, known, n=1, cutoff=0.85)
-    return close[0] if close else None
+    return name in vars(default_settings) or name.startswith(("FRAMEWORK_", "PLAYWRIGHT_"))
 
 
 def _strings(value: Any, path: Path_) -> Iterable[tuple[Path_, str]]:

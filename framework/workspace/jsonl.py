@@ -17,6 +17,9 @@ Owns the line format and the torn-line rule; it does not decide what goes in a l
 * :func:`redact` masks secret-looking keys (and secret query parameters inside URL
   strings) in every record before it is written: defence in depth, writers should not
   hand secrets here in the first place.
+* A writer that knows secret *values* (the crawl: the values of a spec's
+  ``{env:NAME}`` references) sets :attr:`JsonlLog.masker`, which every record passes
+  through before it is written, whoever appends it.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ import fcntl
 import json
 import os
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -43,27 +46,61 @@ _SECRET_KEYS = {
     "token",
     "password",
     "passwd",
+    "pwd",
+    "pass",
+    "passphrase",
     "secret",
     "api_key",
     "apikey",
+    "access_key",
+    "secret_key",
+    "private_key",
+    "signing_key",
+    "client_secret",
+    "credential",
+    "credentials",
+    "jwt",
     "bearer",
     "session",
     "sessionid",
 }
-_SECRET_SUFFIXES = ("_token", "_password", "_secret", "_api_key", "_apikey", "_cookie")
+_SECRET_SUFFIXES = (
+    "_token",
+    "_password",
+    "_passwd",
+    "_pwd",
+    "_pass",
+    "_secret",
+    "_api_key",
+    "_apikey",
+    "_access_key",
+    "_secret_key",
+    "_private_key",
+    "_credential",
+    "_credentials",
+    "_jwt",
+    "_session",
+    "_cookie",
+)
 # Query (and ;path) parameters masked in URL strings: the secret keys above, plus names
 # that only mean a credential inside a URL. Exact names, so `?author=` or `?page=` stay.
+# Not `_key` as a suffix: the workspace's own records name `dedupe_key`, `item_key`.
 _URL_SECRET_PARAMS = {
     "key",
     "sig",
     "signature",
     "auth",
     "sid",
+    "sessid",
     "jsessionid",
     "phpsessid",
+    "access_token",
+    "id_token",
     "x_amz_signature",
     "x_amz_credential",
     "x_amz_security_token",
+    "x_goog_signature",
+    "x_goog_credential",
 }
 _URL_PARAM = re.compile(r"([?&;])([^=&#;?\s]+)=([^&#;?\s]*)")
 _URL_USERINFO = re.compile(r"(\b[a-z][a-z0-9+.-]*://)([^/@\s]+)@", re.IGNORECASE)
@@ -72,6 +109,11 @@ _URL_USERINFO = re.compile(r"(\b[a-z][a-z0-9+.-]*://)([^/@\s]+)@", re.IGNORECASE
 def is_secret_key(key: str) -> bool:
     norm = key.strip().lower().replace("-", "_")
     return norm in _SECRET_KEYS or norm.endswith(_SECRET_SUFFIXES)
+
+
+def is_secret_param(name: str) -> bool:
+    """A URL query (or form) parameter whose value is a credential."""
+    return is_secret_key(name) or name.strip().lower().replace("-", "_") in _URL_SECRET_PARAMS
 
 
 def redact_url(value: str) -> str:
@@ -86,8 +128,7 @@ def redact_url(value: str) -> str:
 
 def _mask_param(m: re.Match[str]) -> str:
     name = m.group(2)
-    norm = name.lower().replace("-", "_")
-    if is_secret_key(name) or norm in _URL_SECRET_PARAMS:
+    if is_secret_param(name):
         return f"{m.group(1)}{name}={REDACTED}"
     return m.group(0)
 
@@ -122,6 +163,8 @@ class JsonlLog:
         self.redact = redact
         self.skipped = 0  # lines skipped by the last full read
         self.repaired = 0  # torn tails repaired by this writer
+        # Replaces known secret values in a record (set by the crawl; see the docstring).
+        self.masker: Callable[[Any], Any] | None = None
         self._fd: int | None = None
 
     # writing -----------------------------------------------------------------
@@ -129,6 +172,8 @@ class JsonlLog:
         """Append one whole line. ``redacted=True``: the caller built the record from
         known, secret-free fields and masked its URLs itself (``redact_url``), so the
         generic walk is skipped (the crawl's per-request hot path)."""
+        if self.masker is not None:
+            record = self.masker(record)
         line = dumps_line(redact(record) if self.redact and not redacted else record)
         if self._fd is None:
             self._fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
@@ -248,4 +293,12 @@ class JsonlLog:
                 need *= 2  # invalid lines were skipped: read further back
 
 
-__all__ = ["REDACTED", "JsonlLog", "dumps_line", "is_secret_key", "redact", "redact_url"]
+__all__ = [
+    "REDACTED",
+    "JsonlLog",
+    "dumps_line",
+    "is_secret_key",
+    "is_secret_param",
+    "redact",
+    "redact_url",
+]
