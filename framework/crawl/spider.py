@@ -21,9 +21,10 @@ from scrapy.http import Request
 from framework.crawl.page import CompiledJob
 from framework.crawl.politeness import Abandoned
 from framework.crawl.runtime import REASON_FINISHED, CrawlRuntime, Handled
-from framework.errors import UsageError
+from framework.plugins import RequestMeta, load_renderer
 from framework.settings import default_settings
-from framework.spec.models import JobSpec, Render
+from framework.spec.models import JobSpec
+from framework.spec.render import RENDERER, rendered_kinds
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -47,6 +48,8 @@ class JobSpider(scrapy.Spider):
     spec: ClassVar[JobSpec]
     spec_path: ClassVar[Path]
     compiled: ClassVar[CompiledJob]
+    # row kind -> meta of a rendered request; None when the job renders nothing
+    render_meta: ClassVar[RequestMeta | None] = None
     runtime: CrawlRuntime
     close_reason: str | None = None
 
@@ -88,6 +91,8 @@ class JobSpider(scrapy.Spider):
         if row.attempts:
             priority -= 1  # a retry waits behind fresh work, as Scrapy's own retries do
         meta: dict[str, Any] = {"fw_row": row}
+        if self.render_meta is not None:
+            meta.update(self.render_meta(row.kind))  # the renderer plugin's (playwright)
         until = self.runtime.host_not_before(row.url)
         if until is not None:
             meta["fw_not_before"] = until  # a Retry-After from an earlier run
@@ -146,23 +151,20 @@ class JobSpider(scrapy.Spider):
 
 def spider_class(spec: JobSpec, spec_path: Path, workspace_root: Path) -> type[JobSpider]:
     """A spider class for ``spec``; its default JOBDIR is ``<workspace_root>/<name>``."""
-    kinds = spec.page_kinds()
-    if spec.render is Render.PLAYWRIGHT or any(
-        k.render is Render.PLAYWRIGHT for k in kinds.values()
-    ):
-        raise UsageError(
-            f"{spec_path}: render: playwright needs the playwright plugin, which is not "
-            "part of this release; use render: http"
-        )
+    # Rendering (issue 11): a renderer plugin, found through an entry point, gives the
+    # settings of a job that renders and the meta of each rendered request.
+    render_settings, render_meta = _rendering(spec)
     settings = default_settings(spec.name)
     settings["FRAMEWORK_MAX_ATTEMPTS"] = spec.max_attempts
     settings["JOBDIR"] = str(workspace_root / spec.name)
+    settings.update(render_settings)  # the spec's own settings win over the renderer's
     settings.update(spec.settings)
     attrs: dict[str, Any] = {
         "name": spec.name,
         "spec": spec,
         "spec_path": spec_path,
         "compiled": CompiledJob(spec),
+        "render_meta": None if render_meta is None else staticmethod(render_meta),
         "custom_settings": settings,
         "allowed_domains": list(spec.allowed_domains)
         if spec.allowed_domains is not None
@@ -170,6 +172,15 @@ def spider_class(spec: JobSpec, spec_path: Path, workspace_root: Path) -> type[J
         "__module__": __name__,
     }
     return type(f"{_camel(spec.name)}Spider", (JobSpider,), attrs)
+
+
+def _rendering(spec: JobSpec) -> tuple[dict[str, Any], RequestMeta | None]:
+    """The renderer's settings and request meta, or nothing when no page renders."""
+    rendered = rendered_kinds(spec)
+    if not rendered:
+        return {}, None
+    renderer = load_renderer(RENDERER, spec.settings)
+    return renderer.scrapy_settings(spec.settings), renderer.request_meta(rendered)
 
 
 def _host(url: str) -> str:

@@ -39,6 +39,7 @@ from urllib.parse import parse_qs, urlsplit
 from framework.demo.data import DEFAULT_CASES, DEFAULT_SEED, Dataset, generate
 from framework.demo.faults import Fault, FaultState
 from framework.demo.http import Answer, Request, Server, encode
+from framework.demo.js import js_routes
 from framework.demo.pages import JSON, api_slice, render
 from framework.demo.truth import SOURCE_TYPE, Truth
 
@@ -98,7 +99,11 @@ class DemoSite:
         self.url = f"http://{host}:{port}"
         self._routes = {
             key: (page.status, encode(page.status, page.content_type, page.body))
-            for key, page in render(self.data, self.url).items()
+            # the JS-rendered variant (/js/...) shares the data and the counters
+            for key, page in {
+                **render(self.data, self.url),
+                **js_routes(self.data, self.url),
+            }.items()
         }
         return self.url
 

@@ -29,6 +29,7 @@ from pydantic import (
 )
 
 from framework.extract.fields import looks_like_xpath
+from framework.spec.render import RenderOptions  # `browser:` (owned by F, issue 11)
 
 # The canonical prefix of every dedupe key: lowercase, no separator that could collide.
 SOURCE_TYPE_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
@@ -220,6 +221,8 @@ class SubtabSpec(_Strict):
     each: str | None = None  # rows: css/xpath for html, a JSON path for json
     fields: dict[str, FieldSpec] = {}
     required: bool = True  # the record is complete only when this tab is ok
+    render: Render | None = None  # None: the job's (JSON tabs: http)
+    browser: RenderOptions | None = None  # with render: playwright
 
     @model_validator(mode="after")
     def _check(self) -> SubtabSpec:
@@ -240,6 +243,7 @@ class PageKind(_Strict):
 
     format: Format = Format.HTML
     render: Render | None = None  # None: the job's render
+    browser: RenderOptions | None = None  # with render: playwright
     each: str | None = None  # records on the page (css, xpath, or a JSON path for json)
     id: FieldSpec | None = None  # -> source_id; required when present
     fields: dict[str, FieldSpec] = {}
@@ -270,6 +274,7 @@ class ListShort(_Strict):
     fields: dict[str, FieldSpec] = {}
     format: Format = Format.HTML
     render: Render | None = None
+    browser: RenderOptions | None = None
 
 
 class DetailShort(_Strict):
@@ -278,6 +283,7 @@ class DetailShort(_Strict):
     subtabs: dict[str, SubtabSpec] = {}
     format: Format = Format.HTML
     render: Render | None = None
+    browser: RenderOptions | None = None
 
 
 class KeySpec(_Strict):
@@ -367,6 +373,7 @@ class JobSpec(_Strict):
             kinds["list"] = PageKind(
                 format=lst.format,
                 render=lst.render,
+                browser=lst.browser,
                 each=lst.each,
                 id=lst.id,
                 fields=lst.fields,
@@ -376,7 +383,12 @@ class JobSpec(_Strict):
         if self.detail is not None:
             d = self.detail
             kinds["detail"] = PageKind(
-                format=d.format, render=d.render, id=d.id, fields=d.fields, subtabs=d.subtabs
+                format=d.format,
+                render=d.render,
+                browser=d.browser,
+                id=d.id,
+                fields=d.fields,
+                subtabs=d.subtabs,
             )
         return kinds
 

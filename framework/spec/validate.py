@@ -31,6 +31,7 @@ from framework.extract.fields import (
 )
 from framework.spec.load import Document, Path_
 from framework.spec.models import KIND_NAME_RE, SOURCE_KEYS, JobSpec, PageKind
+from framework.spec.render import render_problems
 from framework.spec.template import ENV_REF, Template, TemplateError, env_names, env_problems
 from framework.workspace.jsonl import is_secret_key, is_secret_param
 
@@ -741,6 +742,7 @@ def _reach(start: str, edges: dict[str, set[str]]) -> set[str]:
 def check(spec: JobSpec, doc: Document) -> list[SpecProblem]:
     """Every semantic problem of the spec, sorted by position."""
     problems = _Checker(spec, doc).run()
+    problems += render_problems(spec, doc)  # `render`/`browser`, and can a renderer run here
     return sorted(set(problems), key=lambda p: (p.line, p.col, p.what))
 
 

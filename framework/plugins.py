@@ -1,0 +1,99 @@
+"""Hooks the core calls into plugins it never imports: found through entry points.
+
+Owns the discovery of *renderers*, the plugins that fetch pages through something other
+than Scrapy's HTTP client (``render: playwright``). A renderer is registered in its
+package's ``pyproject.toml``::
+
+    [project.entry-points."framework.renderers"]
+    playwright = "framework_playwright.renderer:PlaywrightRenderer"
+
+and the object (or class, instantiated without arguments) named there follows
+:class:`Renderer`. Commands of plugins are found by :mod:`framework.cli` (group
+``framework.commands``); this module must not import any plugin by name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from functools import cache
+from importlib.metadata import entry_points
+from typing import TYPE_CHECKING, Any, Protocol
+
+from framework.errors import UsageError
+
+if TYPE_CHECKING:
+    from framework.spec.render import RenderOptions
+
+__all__ = [
+    "RENDERERS_GROUP",
+    "Renderer",
+    "RequestMeta",
+    "load_renderer",
+    "renderer_unavailable",
+]
+
+RENDERERS_GROUP = "framework.renderers"
+
+#: What to install when a renderer plugin is missing, by ``render:`` value.
+_INSTALL = {
+    "playwright": "pip install -e plugins/playwright (and the system Chromium: "
+    "apt-get install chromium)",
+}
+
+
+class RequestMeta(Protocol):
+    """Row kind -> the meta its request needs (``{}`` for a kind that is not rendered)."""
+
+    def __call__(self, kind: str, /) -> dict[str, Any]: ...
+
+
+class Renderer(Protocol):
+    """What the core asks of a renderer plugin. ``settings`` are the job's own
+    (the spec's ``settings:``), as plain values."""
+
+    def unavailable(self, settings: Mapping[str, Any]) -> str | None:
+        """``None`` when pages can be rendered here; else one sentence saying what is
+        missing and what to install. Called by ``framework validate``; cheap, no I/O
+        beyond looking for files."""
+        ...
+
+    def scrapy_settings(self, settings: Mapping[str, Any]) -> dict[str, Any]:
+        """Scrapy settings of a job that renders (download handlers, reactor, page
+        pool); the spec's own ``settings:`` still win over them."""
+        ...
+
+    def request_meta(self, kinds: Mapping[str, RenderOptions]) -> RequestMeta:
+        """A function of a row kind to the meta its request needs (empty for a kind
+        that is not in ``kinds``). Called once per request: it must be cheap, and each
+        call must return new objects (the download handler mutates some)."""
+        ...
+
+
+@cache
+def _load(name: str) -> Renderer | None:
+    for ep in entry_points(group=RENDERERS_GROUP, name=name):
+        obj = ep.load()
+        found: Renderer = obj() if isinstance(obj, type) else obj
+        return found
+    return None
+
+
+def renderer_unavailable(name: str, settings: Mapping[str, Any]) -> str | None:
+    """Why ``render: <name>`` cannot run here (one sentence), or ``None``."""
+    found = _load(name)
+    if found is None:
+        return (
+            f"render: {name} needs the {name} plugin, which is not installed; install it: "
+            f"{_INSTALL.get(name, f'the package that registers {name!r} as a renderer')}"
+        )
+    return found.unavailable(settings)
+
+
+def load_renderer(name: str, settings: Mapping[str, Any]) -> Renderer:
+    """The renderer for ``render: <name>``, or :class:`UsageError` saying what to install."""
+    why = renderer_unavailable(name, settings)
+    if why is not None:
+        raise UsageError(why)
+    found = _load(name)
+    assert found is not None
+    return found
