@@ -24,9 +24,11 @@ from urllib.parse import urlsplit
 import pytest
 import requests
 from betamax import BaseMatcher, Betamax
-from framework_ship.classify import Outcome, Verdict, classify_status, success_outcome
+from framework_ship.classify import Outcome, Verdict, classify_status, contract_outcome
 from framework_ship.client import IngestClient, Reply, redelivery_key
-from framework_ship.deliver import batch_entries, entry_verdict, key_reused
+from framework_ship.deliver import batch_verdicts, key_reused
+
+from framework.workspace import StoredItem
 
 CASSETTES = Path(__file__).parent / "cassettes"
 RECORD = os.environ.get("FRAMEWORK_RECORD_CASSETTES") == "1"
@@ -141,10 +143,13 @@ def cassette_client(
             assert RECORD_TOKEN not in text, f"token leaked into {path.name}"
 
 
-def outcome_of(reply: Reply) -> Outcome | Verdict:
+def outcome_of(reply: Reply, sent: dict[str, Any]) -> Outcome | Verdict | None:
+    """The outcome of a success (None: not the contract's answer), else the verdict."""
     assert reply.status is not None
     verdict = classify_status(reply.status)
-    return success_outcome(reply.status, reply.body) if verdict is Verdict.SUCCESS else verdict
+    if verdict is not Verdict.SUCCESS:
+        return verdict
+    return contract_outcome(reply.status, reply.body, sent["dedupe_key"], sent["content_hash"])
 
 
 def test_accepted_replayed_updated_and_a_reverted_version(
@@ -152,12 +157,15 @@ def test_accepted_replayed_updated_and_a_reverted_version(
 ) -> None:
     client = cassette_client("ship_single")
     first = client.post_item(body("1"))
-    assert (first.status, outcome_of(first)) == (201, Outcome.ACCEPTED)
+    assert (first.status, outcome_of(first, body("1"))) == (201, Outcome.ACCEPTED)
     # The same delivery again (a kill -9 lost the answer): the server replays it.
     replay = client.post_item(body("1"))
-    assert (replay.status, outcome_of(replay)) == (201, Outcome.ACCEPTED)
-    updated = client.post_item(body("1", version=2))
-    assert (updated.status, outcome_of(updated)) == (200, Outcome.UPDATED)
+    assert (replay.status, outcome_of(replay, body("1"))) == (201, Outcome.ACCEPTED)
+    # The real server's answer is the contract's: another item's key is not a success.
+    assert contract_outcome(201, replay.body, "cassette:2") is None
+    v2 = body("1", version=2)
+    updated = client.post_item(v2)
+    assert (updated.status, outcome_of(updated, v2)) == (200, Outcome.UPDATED)
     # The content goes back to version 1, re-scraped later: reusing the first key with
     # a different payload is refused, and the redelivery key gets it stored.
     back = body("1", version=1)
@@ -166,26 +174,27 @@ def test_accepted_replayed_updated_and_a_reverted_version(
     assert refused.status == 422
     assert key_reused(refused.body)
     redelivered = client.post_item(back, redelivery_key(back))
-    assert (redelivered.status, outcome_of(redelivered)) == (200, Outcome.UPDATED)
+    assert (redelivered.status, outcome_of(redelivered, back)) == (200, Outcome.UPDATED)
 
 
 def test_duplicate(cassette_client: Callable[..., IngestClient]) -> None:
     client = cassette_client("ship_duplicate")
-    assert outcome_of(client.post_item(body("2"))) is Outcome.ACCEPTED
+    assert outcome_of(client.post_item(body("2")), body("2")) is Outcome.ACCEPTED
     # Same key, same content, another delivery (another key): a duplicate, no change.
     again = body("2")
     again["scraped_at"] = "2026-11-29T13:00:00+00:00"
     reply = client.post_item(again, redelivery_key(again))
-    assert (reply.status, outcome_of(reply)) == (200, Outcome.DUPLICATE)
+    assert (reply.status, outcome_of(reply, again)) == (200, Outcome.DUPLICATE)
 
 
 def test_422_rejection_carries_the_servers_detail(
     cassette_client: Callable[..., IngestClient],
 ) -> None:
     client = cassette_client("ship_rejected")
-    reply = client.post_item(body("3", source_id_in_key="not-3"))
+    sent = body("3", source_id_in_key="not-3")
+    reply = client.post_item(sent)
     assert reply.status == 422
-    assert outcome_of(reply) is Verdict.REJECTED
+    assert outcome_of(reply, sent) is Verdict.REJECTED
     assert reply.detail is not None
     assert "dedupe_key" in reply.detail
 
@@ -193,25 +202,42 @@ def test_422_rejection_carries_the_servers_detail(
 def test_401_and_403_are_auth(cassette_client: Callable[..., IngestClient]) -> None:
     missing = cassette_client("ship_unauthorized", token=None).post_item(body("4"))
     assert missing.status == 401
-    assert outcome_of(missing) is Verdict.AUTH
+    assert outcome_of(missing, body("4")) is Verdict.AUTH
     wrong = cassette_client("ship_forbidden", token="not-the-token").post_item(body("4"))
     assert wrong.status == 403
-    assert outcome_of(wrong) is Verdict.AUTH
+    assert outcome_of(wrong, body("4")) is Verdict.AUTH
 
 
 def test_batch_answers_one_result_per_item(cassette_client: Callable[..., IngestClient]) -> None:
     client = cassette_client("ship_batch")
     earlier = body("b2")
     earlier["scraped_at"] = "2026-11-29T06:00:00+00:00"
-    assert outcome_of(client.post_item(earlier)) is Outcome.ACCEPTED
+    assert outcome_of(client.post_item(earlier), earlier) is Outcome.ACCEPTED
     items = [body("b1"), body("b2"), body("b3", version=2), body("b4", source_id_in_key="x")]
     # b2 again, a new scrape of the same content: a new delivery, so a new key.
     reply = client.post_batch(items, [None, redelivery_key(items[1]), None, None])
     assert reply.status == 200
-    entries = batch_entries(reply.body, len(items))
-    assert entries is not None
-    outcomes = [entry_verdict(e)[1] for e in entries]
+    stored = [_stored(b) for b in items]
+    verdicts = batch_verdicts(reply.body, stored)
+    assert verdicts is not None  # the real server's answer is one valid result per item
+    outcomes = [verdict[1] for _entry, verdict in verdicts]
     assert outcomes == [Outcome.ACCEPTED, Outcome.DUPLICATE, Outcome.ACCEPTED, Outcome.REJECTED]
+    # The same answer for the items in another order is not theirs.
+    assert batch_verdicts(reply.body, [stored[1], stored[0], *stored[2:]]) is None
+
+
+def _stored(b: dict[str, Any]) -> StoredItem:
+    return StoredItem(
+        dedupe_key=b["dedupe_key"],
+        source_type=b["source_type"],
+        source_id=b["source_id"],
+        data=b["data"],
+        content_hash=b["content_hash"],
+        first_scraped=b["scraped_at"],
+        last_scraped=b["scraped_at"],
+        complete=True,
+        row_id=None,
+    )
 
 
 def test_cassettes_hold_no_token_and_no_port() -> None:

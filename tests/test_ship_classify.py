@@ -9,7 +9,7 @@ from framework_ship.classify import (
     Verdict,
     classify_exception,
     classify_status,
-    success_outcome,
+    contract_outcome,
 )
 
 
@@ -56,9 +56,32 @@ def test_a_bug_is_not_a_retry() -> None:
 
 
 def test_success_words() -> None:
-    assert success_outcome(201, {"status": "accepted"}) is Outcome.ACCEPTED
-    assert success_outcome(200, {"status": "duplicate"}) is Outcome.DUPLICATE
-    assert success_outcome(200, {"status": "updated"}) is Outcome.UPDATED
-    assert success_outcome(201, None) is Outcome.ACCEPTED
-    assert success_outcome(200, {"outcome": "UPDATED"}) is Outcome.UPDATED
+    def answer(word: str, key: str = "a:1", **more: str) -> dict[str, str]:
+        return {"status": word, "dedupe_key": key, **more}
+
+    assert contract_outcome(201, answer("accepted"), "a:1") is Outcome.ACCEPTED
+    assert contract_outcome(200, answer("duplicate"), "a:1") is Outcome.DUPLICATE
+    assert contract_outcome(200, answer("updated"), "a:1", "h") is Outcome.UPDATED
+    assert contract_outcome(200, answer("updated", content_hash="h"), "a:1", "h") is Outcome.UPDATED
     assert {o for o in Outcome if o.success} == {"accepted", "updated", "duplicate"}
+
+
+@pytest.mark.parametrize(
+    ("status", "body"),
+    [
+        (201, None),  # no body, or one that is not JSON (a proxy's HTML page)
+        (200, "<html>ok</html>"),
+        (200, ["duplicate"]),
+        (200, {"status": "accepted", "dedupe_key": "a:1"}),  # 200 never means accepted
+        (201, {"status": "duplicate", "dedupe_key": "a:1"}),
+        (200, {"status": "DUPLICATE", "dedupe_key": "a:1"}),
+        (200, {"outcome": "duplicate", "dedupe_key": "a:1"}),
+        (200, {"status": "duplicate"}),  # whose answer?
+        (200, {"status": "duplicate", "dedupe_key": "a:2"}),
+        (200, {"status": "duplicate", "dedupe_key": "a:1", "content_hash": "other"}),
+        (202, {"status": "accepted", "dedupe_key": "a:1"}),
+        (204, None),
+    ],
+)
+def test_anything_but_the_contracts_answer_is_no_success(status: int, body: object) -> None:
+    assert contract_outcome(status, body, "a:1", "h") is None

@@ -114,7 +114,17 @@ def test_rejected_by_the_real_server_in_a_batch(
             items=[ItemWrite("test:odd", "test", "other", {"title": "x"})],
         )
     )
-    summary = ship(ws, ingest_server.url, batch_size=10)
+    shipper = Shipper(
+        ws,
+        ShipOptions(endpoint=ingest_server.url, batch_size=10),
+        echo=lambda line: None,
+        notice=lambda line: None,
+    )
+    # A rejection waits for a human: the run exits 4 (the others are delivered).
+    with pytest.raises(Halted, match="1 item rejected"):
+        shipper.run()
+    summary = shipper.summary
+    assert summary is not None
     assert summary.counts["accepted"] == 4
     assert summary.counts["rejected"] == 1
     (bad,) = [

@@ -5,7 +5,8 @@ successes, to the per-item outcome word of the contract (``accepted`` / ``update
 ``duplicate``). It never retries, sleeps or logs: :mod:`framework_ship.policy` decides
 when, :mod:`framework_ship.run` decides what to do with a verdict.
 
-    success    2xx                                   -> accepted | updated | duplicate
+    success    2xx                                   -> accepted | updated | duplicate,
+               only with the contract's answer (:func:`contract_outcome`), else transient
     transient  connect errors, timeouts, resets, 5xx, 408, 409, 425, 429 -> try again
     rejected   400, 413 (single item), 422 and any other 4xx -> needs review, move on
     auth       401, 403                              -> halt the run (exit 4)
@@ -87,28 +88,35 @@ def error_class_for_status(status: int) -> str | None:
     return f"http_{status}"
 
 
-def success_outcome(status: int, body: Any) -> Outcome:
-    """The contract: 201 accepted; 200 duplicate (same key and hash) or updated (new
-    hash), said by the body's ``outcome`` (or ``status``/``result``) word."""
-    word = _outcome_word(body)
-    if word is not None:
-        try:
-            outcome = Outcome(word)
-        except ValueError:
-            outcome = None
-        if outcome is not None and outcome.success:
-            return outcome
-    if status == 201 or word == "created":
-        return Outcome.ACCEPTED
-    # A 200 that does not say which: the server already held a version of this key.
-    return Outcome.DUPLICATE
+def contract_outcome(
+    status: int, body: Any, dedupe_key: str, content_hash: str | None = None
+) -> Outcome | None:
+    """The success outcome of a 2xx answer, or None when it is not the contract's answer.
 
-
-def _outcome_word(body: Any) -> str | None:
+    The contract (docs/ingest-contract.md) answers ``201 {"status": "accepted",
+    "dedupe_key", "content_hash", "version"}`` or ``200 {"status": "duplicate" |
+    "updated", ...}``. Anything else under a 2xx (an HTML page from a proxy, an empty
+    body, a 204, another item's answer) proves nothing was stored: the caller treats it
+    as a transient failure, never as a delivery. ``dedupe_key`` must be the item's own;
+    ``content_hash``, when the answer carries one, too."""
     if not isinstance(body, Mapping):
         return None
-    for name in ("outcome", "result", "status"):
-        value = body.get(name)
-        if isinstance(value, str):
-            return value.lower()
-    return None
+    word = body.get("status")
+    if not isinstance(word, str):
+        return None
+    expected = _SUCCESS_BY_CODE.get(status)
+    if expected is None or word not in expected:
+        return None
+    if body.get("dedupe_key") != dedupe_key:
+        return None
+    answered_hash = body.get("content_hash")
+    if content_hash is not None and answered_hash is not None and answered_hash != content_hash:
+        return None
+    return expected[word]
+
+
+# The only success codes of the contract, and the words each may carry.
+_SUCCESS_BY_CODE: dict[int, dict[str, Outcome]] = {
+    201: {"accepted": Outcome.ACCEPTED},
+    200: {"duplicate": Outcome.DUPLICATE, "updated": Outcome.UPDATED},
+}

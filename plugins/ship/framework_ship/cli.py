@@ -3,7 +3,8 @@
 Owns the options and where each setting comes from: a flag wins over the job spec's
 ``ship:`` section, which wins over the environment (``FRAMEWORK_SHIP_ENDPOINT``,
 ``FRAMEWORK_SHIP_TOKEN_ENV``). It reads the bearer token from the environment variable
-named by ``--token-env`` and hands it to the run, never to a log or to output. The run
+named by ``--token-env`` and the signing secret from the one named by
+``--signing-secret-env``, and hands them to the run, never to a log or to output. The run
 itself is :mod:`framework_ship.run`; errors go up to the CLI root, which maps them to
 exit codes (0 drained, 2 usage, 3 checkpoint, 4 halted).
 """
@@ -19,23 +20,60 @@ from framework.errors import JobNotFound, UsageError
 from framework.project import find_root, resolve_job, workspace_path
 from framework.spec import load_spec
 from framework.spec.models import ShipSettings
-from framework.workspace import Workspace
+from framework.workspace import Workspace, utc_now
 from framework_ship.client import items_url
 from framework_ship.policy import DEFAULT_RETRY_AFTER_CAP, RetryPolicy
+from framework_ship.prune import prune_log
 from framework_ship.run import DEFAULT_BATCH_SIZE, ShipOptions, Shipper
 
 ENV_ENDPOINT = "FRAMEWORK_SHIP_ENDPOINT"
 ENV_TOKEN_ENV = "FRAMEWORK_SHIP_TOKEN_ENV"  # noqa: S105 - a variable name, not a secret
+DEFAULT_SIGNING_SECRET_ENV = "FRAMEWORK_SHIP_SIGNING_SECRET"  # noqa: S105 - a variable name
 
 
 def job_ship_settings(job: str, root: Path) -> ShipSettings | None:
     """The job spec's ``ship:`` section, or None when the job has no spec file (a
-    workspace can be shipped without its spec, e.g. on another machine)."""
+    workspace can be shipped without its spec, e.g. on another machine).
+
+    The name goes through the project's one resolver, which refuses what is not a job
+    name; without a spec the name also names the workspace folder (``var/<job>``), so
+    then it must be a plain name: ``../x`` or ``/etc`` would lead out of ``var/``."""
     try:
         path = resolve_job(job, root)
     except JobNotFound:
+        if not _plain_name(job):
+            raise UsageError(
+                f"job {job!r}: not a job name (a name from projects/*/job.yaml, or a path "
+                "to an existing spec file inside the project)"
+            ) from None
         return None
     return load_spec(path).ship
+
+
+def _plain_name(job: str) -> bool:
+    return (
+        bool(job)
+        and job not in (".", "..")
+        and "/" not in job
+        and os.sep not in job
+        and not (os.altsep and os.altsep in job)
+        and "\x00" not in job
+    )
+
+
+def signing_secret(name: str | None) -> str | None:
+    """The signing secret from ``$name`` (default ``$FRAMEWORK_SHIP_SIGNING_SECRET``):
+    set, every request is signed; a variable named on purpose must be set."""
+    var = name or DEFAULT_SIGNING_SECRET_ENV
+    value = os.environ.get(var)
+    if value is None:
+        if name:
+            raise UsageError(f"--signing-secret-env {name}: that environment variable is not set")
+        return None
+    if not value:
+        # Set but empty: signing was meant, and an empty key would sign with nothing.
+        raise UsageError(f"--signing-secret-env {var}: the variable is set but empty")
+    return value
 
 
 def _first(*values: str | None) -> str | None:
@@ -123,6 +161,19 @@ def _first(*values: str | None) -> str | None:
     show_default=True,
     help="Items the error-rate breaker looks back over.",
 )
+@click.option(
+    "--signing-secret-env",
+    default=None,
+    metavar="NAME",
+    help=f"Env variable holding the HMAC signing secret; when set, every request is "
+    f"signed (X-Framework-Signature). [default ${DEFAULT_SIGNING_SECRET_ENV}]",
+)
+@click.option(
+    "--prune",
+    is_flag=True,
+    help="Compact ship-log.jsonl (one success line per key and version, plus what a "
+    "replay needs) and exit; ships nothing. With --dry-run: only report.",
+)
 def ship(
     job: str,
     endpoint: str | None,
@@ -142,23 +193,28 @@ def ship(
     max_delay: float,
     max_error_rate: float,
     error_window: int,
+    signing_secret_env: str | None,
+    prune: bool,
 ) -> int:
     """Deliver the job's stored items to the ingest endpoint (replayable, idempotent).
 
     Exit codes: 0 drained, 2 usage, 3 come back later (rate limited past the cap,
     --max-items reached, interrupted, items failed after retries), 4 a human must look
-    (auth refused, error or rejection rate over --max-error-rate).
+    (auth refused, any item rejected this run, error rate over --max-error-rate).
     """
     root = find_root()
     settings = job_ship_settings(job, root) or ShipSettings()
+    if prune:
+        return _prune(workspace_path(root, job, workspace), dry_run)
     endpoint = _first(endpoint, settings.endpoint, os.environ.get(ENV_ENDPOINT))
-    if not endpoint:
+    if not endpoint and not dry_run:  # a dry run sends nothing: it needs no endpoint
         raise UsageError(
             "no endpoint: pass --endpoint URL, set ship.endpoint in the job spec, "
             f"or ${ENV_ENDPOINT}"
         )
     try:
-        items_url(endpoint)
+        if endpoint:
+            items_url(endpoint)
     except ValueError as exc:
         raise UsageError(f"--endpoint: {exc}") from None
     token_var = _first(token_env, settings.token_env, os.environ.get(ENV_TOKEN_ENV))
@@ -173,8 +229,9 @@ def ship(
                 f"--token-env {token_var}: the token has characters a header cannot carry "
                 "(whitespace at an end, control or non-ASCII characters)"
             )
+    secret = signing_secret(signing_secret_env)
     options = ShipOptions(
-        endpoint=endpoint,
+        endpoint=endpoint or "",
         fallback_path=_first(fallback_path, settings.fallback_path),
         batch_size=batch_size or settings.batch_size or DEFAULT_BATCH_SIZE,
         concurrency=concurrency,
@@ -198,8 +255,30 @@ def ship(
             token,
             echo=click.echo,
             notice=lambda message: click.echo(f"notice: {message}", err=True),
+            signing_secret=secret,
         )
         shipper.run()
+    return 0
+
+
+def _prune(path: Path, dry_run: bool) -> int:
+    with Workspace.open(path, create=False, readonly=dry_run) as ws:
+        if dry_run:
+            result = prune_log(ws.path, ws.ship_log_path, dry_run=True)
+        else:
+            with ws.lock("ship"):
+                result = prune_log(ws.path, ws.ship_log_path)
+                ws.events.append(
+                    {
+                        "time": utc_now(),
+                        "event": "ship_pruned",
+                        "lines_before": result.lines_before,
+                        "lines_after": result.lines_after,
+                        "bytes_before": result.bytes_before,
+                        "bytes_after": result.bytes_after,
+                    }
+                )
+    click.echo(result.line())
     return 0
 
 

@@ -4,10 +4,11 @@ Owns the requests: the URL (``--endpoint`` is either a base URL, to which the co
 path ``/v1/items`` is added, or the full items URL), the body bytes, the headers
 (``Content-Type``, ``Idempotency-Key: <dedupe_key>@<content_hash>``, and
 ``Authorization: Bearer <token>`` set on each request only, never on the session, never
-returned), the route state (primary -> fallback path after a 404/405; batch route ->
-one by one when the batch route is missing), and turning a response or a transport
-error into a :class:`Reply`. It does not retry, sleep, classify outcomes or log: a
-``Reply`` carries what :mod:`framework_ship.deliver` needs to do those.
+returned; ``X-Framework-Signature`` when a signing secret is given, computed over the
+exact body bytes on every attempt), the route state (primary -> fallback path after a
+404/405; batch route -> one by one when the batch route is missing), and turning a
+response or a transport error into a :class:`Reply`. It does not retry, sleep, classify
+outcomes or log: a ``Reply`` carries what :mod:`framework_ship.deliver` needs to do those.
 
 One ``requests.Session`` per thread: a session is not safe to share across threads.
 """
@@ -15,9 +16,11 @@ One ``requests.Session`` per thread: a session is not safe to share across threa
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -31,6 +34,9 @@ from framework_ship.classify import classify_exception
 CONTRACT_PATH = "/v1/items"
 BATCH_SUFFIX = "/batch"
 USER_AGENT = "framework-ship/0.1"
+SIGNATURE_HEADER = "X-Framework-Signature"
+# Recently signed bodies remembered (a retry or redelivery comes soon after its first try).
+_SIGNED_MEMORY = 4096
 MAX_IDEMPOTENCY_KEY = 255
 _KEY_SAFE = "!#$&'()*+,-./:;=?@[]^_`{|}~"
 
@@ -97,6 +103,15 @@ class BearerAuth(requests.auth.AuthBase):
         return "BearerAuth(<redacted>)"
 
 
+def sign(key: bytes, body: bytes, now: float) -> str:
+    """The ``X-Framework-Signature`` value of ``body`` sent at ``now``:
+    ``t=<unix seconds>,v1=<hex HMAC-SHA256(key, b"<t>." + body)>`` (the scheme of
+    docs/ingest-contract.md; Stripe and GitHub sign webhooks the same way)."""
+    t = int(now)
+    mac = hmac.new(key, b"%d." % t + body, hashlib.sha256).hexdigest()
+    return f"t={t},v1={mac}"
+
+
 def _header_safe(text: str) -> bool:
     """Printable ASCII without spaces (C-speed checks: this runs once per item)."""
     return text.isascii() and text.isprintable() and " " not in text
@@ -143,6 +158,8 @@ class IngestClient:
         timeout: float = 30.0,
         notice: Callable[[str], None] = lambda message: None,
         session_factory: Callable[[], requests.Session] = requests.Session,
+        signing_secret: str | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         primary = items_url(endpoint)
         self.routes = [primary]
@@ -154,6 +171,9 @@ class IngestClient:
         self._batch_ok = [True] * len(self.routes)
         self._token = token
         self._auth = BearerAuth(token) if token else None
+        self._signing_key = signing_secret.encode() if signing_secret else None
+        self._clock = clock
+        self._signed: OrderedDict[int, int] = OrderedDict()  # body fingerprint -> last t
         self._static_headers = {
             "Content-Type": "application/json",
             "Accept": "application/json",
@@ -166,8 +186,11 @@ class IngestClient:
         self._lock = threading.Lock()
         self._sessions: list[requests.Session] = []
 
-    def __repr__(self) -> str:  # never shows the token
-        return f"IngestClient(route={self.route!r}, auth={'yes' if self._token else 'no'})"
+    def __repr__(self) -> str:  # never shows the token or the signing secret
+        return (
+            f"IngestClient(route={self.route!r}, auth={'yes' if self._token else 'no'}, "
+            f"signed={'yes' if self._signing_key else 'no'})"
+        )
 
     # route state ----------------------------------------------------------------
     @property
@@ -222,6 +245,23 @@ class IngestClient:
             return self._static_headers
         return {**self._static_headers, "Idempotency-Key": idem}
 
+    def _sign(self, data: bytes) -> str:
+        """The signature of one attempt. The server accepts each signature once, and
+        the same body signed twice in one second (a retry, a redelivery under another
+        Idempotency-Key, which is a header the signature does not cover) would repeat
+        it: such an attempt takes the next second instead (well inside the skew)."""
+        assert self._signing_key is not None
+        now = int(self._clock())
+        fingerprint = hash(data)  # collisions only move a t by a second: harmless
+        with self._lock:
+            last = self._signed.get(fingerprint)
+            t = now if last is None or last < now else last + 1
+            self._signed[fingerprint] = t
+            self._signed.move_to_end(fingerprint)
+            if len(self._signed) > _SIGNED_MEMORY:
+                self._signed.popitem(last=False)
+        return sign(self._signing_key, data, t)
+
     def post_item(self, body: Mapping[str, Any], idem: str | None = None) -> Reply:
         route = self.route
         return self._post(route, route, body, idem or idempotency_key(body))
@@ -240,12 +280,17 @@ class IngestClient:
 
     def _post(self, route: str, url: str, payload: Any, idem: str | None) -> Reply:
         data = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode()
+        headers = self._headers(idem)
+        if self._signing_key is not None:
+            # Signed per attempt (a fresh t each time): a retry after a long backoff must
+            # not arrive with a signature the server's skew window already refuses.
+            headers = {**headers, SIGNATURE_HEADER: self._sign(data)}
         started = time.perf_counter()
         try:
             response = self._session().post(
                 url,
                 data=data,
-                headers=self._headers(idem),
+                headers=headers,
                 auth=self._auth,
                 timeout=self.timeout,
                 allow_redirects=False,
@@ -274,7 +319,9 @@ class IngestClient:
             except ValueError:
                 body = None
         detail = None
-        if response.status_code >= 300:
+        if response.status_code >= 300 or not isinstance(body, Mapping):
+            # Also a 2xx that is no JSON object: it is not the contract's answer, and
+            # the log must say what came instead.
             detail = _detail(body, content)
         return Reply(
             response.status_code,
@@ -303,4 +350,6 @@ def _detail(body: Any, content: bytes) -> str:
             if name in body:
                 value = body[name]
                 return (value if isinstance(value, str) else json.dumps(value))[:300]
+    if not content:
+        return "(an empty body)"
     return content[:300].decode("utf-8", "replace")

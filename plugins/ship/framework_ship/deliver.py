@@ -12,6 +12,7 @@ that says why (auth refused -> :class:`Halted`; Retry-After over the cap, interr
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 import uuid
@@ -26,8 +27,8 @@ from framework_ship.classify import (
     Outcome,
     Verdict,
     classify_status,
+    contract_outcome,
     error_class_for_status,
-    success_outcome,
 )
 from framework_ship.client import (
     BATCH_SUFFIX,
@@ -61,6 +62,8 @@ class EndpointGone(Halted):
 class UnitResult:
     final: dict[str, str] = field(default_factory=dict)  # key -> outcome word
     stop: FrameworkError | None = None
+    # key -> the server's detail of a rejection (unmasked: the run masks what it shows)
+    rejected: dict[str, str | None] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -92,8 +95,10 @@ class Deliverer:
         sleep: Callable[[float], None] | None = None,
         clock: Callable[[], float] = time.time,
         on_batch_limit: Callable[[int], None] = lambda size: None,
+        mask: Callable[[str], str] = lambda text: text,
     ) -> None:
         self.client = client
+        self.mask = mask
         self.log = log
         self.policy = policy
         self.deadline = deadline
@@ -171,9 +176,9 @@ class Deliverer:
         demanded = parse_retry_after(reply.retry_after, now)
         if demanded is None:
             return None
-        self.deadline.push(
-            now + demanded, reason=f"{reply.status} Retry-After: {reply.retry_after}"
-        )
+        # The header is the server's text, stored in the deadline file: masked, bounded.
+        reason = f"{reply.status} Retry-After: {reply.retry_after}"[:200]
+        self.deadline.push(now + demanded, reason=self.mask(reason))
         if demanded > self.policy.retry_after_cap:
             raise RateLimited(
                 f"rate limited: {self.deadline.host} answered {reply.status} with Retry-After "
@@ -210,13 +215,20 @@ class Deliverer:
                     )
                 break
             if verdict is Verdict.SUCCESS:
-                outcome = success_outcome(status, reply.body)
+                outcome = contract_outcome(status, reply.body, key, item.content_hash)
+                if outcome is None:
+                    # Not the contract's answer (a proxy's page, someone else's result):
+                    # nothing proves the item was stored, so it is tried again.
+                    detail = _not_contract(status, reply)
+                    self._log([item], attempts, reply, Outcome.ERROR, "bad_response", detail=detail)
+                    return _Want(True)
                 self._log([item], attempts, reply, outcome, None)
                 result.final[key] = outcome
                 return _Want(False)
             if verdict is Verdict.REJECTED:
                 self._log([item], attempts, reply, Outcome.REJECTED, error_class_for_status(status))
                 result.final[key] = Outcome.REJECTED
+                result.rejected[key] = reply.detail
                 return _Want(False)
             if verdict is Verdict.AUTH:
                 self._log([item], attempts, reply, Outcome.ERROR, "auth")
@@ -297,15 +309,27 @@ class Deliverer:
         result: UnitResult,
     ) -> list[StoredItem]:
         """Log one line per item of a 2xx batch answer; return the items to retry."""
-        entries = batch_entries(reply.body, len(pending))
-        if entries is None:
-            self._log(pending, attempts, reply, Outcome.ERROR, "bad_batch_response", batch=True)
+        verdicts = batch_verdicts(reply.body, pending)
+        if verdicts is None:
+            # Not one valid result per item in order: nothing in it can be trusted, so
+            # the whole unit is tried again (idempotency keys make that safe).
+            wanted = "one valid result per item in order"
+            self._log(
+                pending,
+                attempts,
+                reply,
+                Outcome.ERROR,
+                "bad_batch_response",
+                batch=True,
+                detail=_not_contract(reply.status or 0, reply, wanted),
+            )
             return pending
         batch_id = uuid.uuid4().hex[:12]
         lines: list[Attempt] = []
         still: list[StoredItem] = []
-        for item, entry in zip(pending, entries, strict=True):
-            status, outcome, detail, error_class = entry_verdict(entry)
+        for item, (entry, (status, outcome, detail, error_class)) in zip(
+            pending, verdicts, strict=True
+        ):
             if (
                 outcome is Outcome.REJECTED
                 and key_reused(entry.get("problem"))
@@ -316,6 +340,8 @@ class Deliverer:
                 still.append(item)
             else:
                 result.final[item.dedupe_key] = outcome
+                if outcome is Outcome.REJECTED:
+                    result.rejected[item.dedupe_key] = detail
             lines.append(
                 self._line(
                     item,
@@ -364,10 +390,14 @@ class Deliverer:
         outcome: str,
         error_class: str | None,
         batch: bool = False,
+        detail: str | None = None,
     ) -> None:
         batch_id = uuid.uuid4().hex[:12] if batch else None
         self.log.write(
-            [self._line(i, attempts, reply, outcome, error_class, batch_id) for i in items]
+            [
+                self._line(i, attempts, reply, outcome, error_class, batch_id, detail=detail)
+                for i in items
+            ]
         )
 
 
@@ -375,64 +405,75 @@ def _path(url: str) -> str:
     return urlsplit(url).path
 
 
+def _not_contract(status: int, reply: Reply, wanted: str = "the contract's answer") -> str:
+    shown = reply.detail
+    if shown is None:
+        try:
+            shown = json.dumps(reply.body, ensure_ascii=False)[:200]
+        except (TypeError, ValueError):
+            shown = repr(reply.body)[:200]
+    return f"a {status} answer that is not {wanted}: {shown}"
+
+
 def batch_entries(body: Any, expected: int) -> list[Mapping[str, Any]] | None:
-    """The per-item results of a batch answer, in order; None if malformed."""
-    entries: Any = body
-    if isinstance(body, dict):
-        for name in ("results", "items"):
-            if isinstance(body.get(name), list):
-                entries = body[name]
-                break
+    """The per-item results of a batch answer (``{"results": [...]}``); None unless it
+    holds exactly ``expected`` objects."""
+    entries = body.get("results") if isinstance(body, Mapping) else None
     if not isinstance(entries, list) or len(entries) != expected:
         return None
-    if not all(isinstance(e, dict) for e in entries):
+    if not all(isinstance(e, Mapping) for e in entries):
         return None
     return entries
 
 
-def entry_verdict(entry: Mapping[str, Any]) -> tuple[int | None, Outcome, str | None, str | None]:
+Verdict4 = tuple[int, Outcome, str | None, str | None]
+
+
+def batch_verdicts(
+    body: Any, items: Sequence[StoredItem]
+) -> list[tuple[Mapping[str, Any], Verdict4]] | None:
+    """Each item's (entry, verdict) from a 2xx batch answer, or None when the answer
+    does not carry one valid result per item, in order (an ``index`` or a
+    ``dedupe_key`` that is not the item's own means the results are not ours)."""
+    entries = batch_entries(body, len(items))
+    if entries is None:
+        return None
+    out: list[tuple[Mapping[str, Any], Verdict4]] = []
+    for position, (item, entry) in enumerate(zip(items, entries, strict=True)):
+        index = entry.get("index", position)
+        if type(index) is not int or index != position:
+            return None
+        verdict = entry_verdict(entry, item.dedupe_key, item.content_hash)
+        if verdict is None:
+            return None
+        out.append((entry, verdict))
+    return out
+
+
+def entry_verdict(
+    entry: Mapping[str, Any], dedupe_key: str, content_hash: str | None = None
+) -> Verdict4 | None:
+    """(status code, outcome, detail, error class) of one result of a batch answer, or
+    None when it is not a contract result for this item.
+
+    The contract says ``{"status": "accepted|duplicate|updated|invalid|conflict",
+    "status_code": 201|200|422|409, "dedupe_key": ..., "problem": {...}}``: the code
+    decides; a success must also carry the matching word and the item's own key."""
     code = entry.get("status_code")
-    if type(code) is int and 200 <= code < 300:  # the common case, kept cheap
-        word = entry.get("status")
-        if word in _SUCCESS_WORDS:
-            return code, _SUCCESS_WORDS[word], None, None
-        return code, success_outcome(code, entry), None, None
-    return _entry_verdict(entry)
-
-
-_SUCCESS_WORDS = {o.value: o for o in (Outcome.ACCEPTED, Outcome.UPDATED, Outcome.DUPLICATE)}
-
-
-def _entry_verdict(entry: Mapping[str, Any]) -> tuple[int | None, Outcome, str | None, str | None]:
-    """(status code, outcome, detail, error class) of one item of a batch answer.
-
-    The reference server says ``{"status": "accepted|duplicate|updated|invalid|conflict",
-    "status_code": 201|200|422|409, "problem": {...}}``; the code decides when given."""
-    status: int | None = None
-    for name in ("status_code", "http_status", "status"):
-        value = entry.get(name)
-        if isinstance(value, int) and not isinstance(value, bool):
-            status = value
-            break
-    word: str | None = None
-    for name in ("outcome", "result", "status"):
-        value = entry.get(name)
-        if isinstance(value, str):
-            word = value.lower()
-            break
+    if type(code) is not int:
+        return None
+    key = entry.get("dedupe_key")
+    if key is not None and key != dedupe_key:
+        return None
+    if 200 <= code < 300:
+        outcome = contract_outcome(code, entry, dedupe_key, content_hash)
+        if outcome is None:
+            return None
+        return code, outcome, None, None
     detail = _entry_detail(entry)
-    if status is not None:
-        verdict = classify_status(status)
-        if verdict is Verdict.SUCCESS:
-            return status, success_outcome(status, entry), None, None
-        if verdict is Verdict.REJECTED:
-            return status, Outcome.REJECTED, detail, error_class_for_status(status)
-        return status, Outcome.ERROR, detail, error_class_for_status(status)
-    if word in ("accepted", "updated", "duplicate"):
-        return None, Outcome(word), None, None
-    if word in ("rejected", "invalid"):
-        return None, Outcome.REJECTED, detail, "invalid"
-    return None, Outcome.ERROR, detail, word or "item_error"
+    if classify_status(code) is Verdict.REJECTED:
+        return code, Outcome.REJECTED, detail, error_class_for_status(code)
+    return code, Outcome.ERROR, detail, error_class_for_status(code)
 
 
 def _entry_detail(entry: Mapping[str, Any]) -> str | None:

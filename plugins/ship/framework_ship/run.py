@@ -31,6 +31,7 @@ from framework_ship.client import IngestClient
 from framework_ship.deadline import Deadline, host_of
 from framework_ship.deliver import Deliverer, Interrupted, UnitResult
 from framework_ship.index import SUCCESS, Latest, ShipIndex, digest
+from framework_ship.mask import Masker
 from framework_ship.policy import RetryPolicy
 from framework_ship.shiplog import ShipLog
 
@@ -39,7 +40,12 @@ from framework_ship.shiplog import ShipLog
 # stays half the server's default limit (500: a 413 above) and a request under 100 KB.
 DEFAULT_BATCH_SIZE = 250
 DECIDE_CHUNK = 500  # items per index query; bounded memory, few round trips
+_SHOWN_REJECTIONS = 5  # rejections named on stderr at the end of a run
 OUTCOME_ORDER = ("accepted", "updated", "duplicate", "skipped", "rejected", "error")
+
+
+class Rejected(Halted):
+    """The endpoint refused items (400/413/422): they wait for a human (exit 4)."""
 
 
 @dataclass(frozen=True)
@@ -162,12 +168,20 @@ class Shipper:
         sleep: Callable[[float], None] | None = None,
         clock: Callable[[], float] = time.time,
         progress_stream: TextIO | None = None,
+        signing_secret: str | None = None,
     ) -> None:
         self.ws = ws
         self.options = options
         self._token = token
-        self.echo = echo
-        self.notice = notice or (lambda message: print(message, file=sys.stderr))
+        self._signing_secret = signing_secret
+        # Everything this run prints or stores passes the masker: a server may quote
+        # the Authorization header back in any text it answers.
+        self.mask = Masker([token, signing_secret])
+        raw_notice = notice or (lambda message: print(message, file=sys.stderr))
+        self.echo: Callable[[str], None] = lambda line: echo(self.mask(line))
+        self.notice: Callable[[str], None] = lambda message: raw_notice(self.mask(message))
+        self.summary: ShipSummary | None = None  # the last run's, also when it raised
+        self._rejected: dict[str, str | None] = {}  # the first few rejections of the run
         self.sleep = sleep
         self.clock = clock
         self.stop = threading.Event()
@@ -258,14 +272,21 @@ class Shipper:
         opts = self.options
         started = time.monotonic()
         summary = ShipSummary()
+        self.summary = summary
         host = host_of(opts.endpoint)
         # The log first: it ends a torn last line, which the index must then read as
         # the line it became (else the index would skip past an outcome for good).
-        log = ShipLog(self.ws.ship_log_path)
+        log = ShipLog(self.ws.ship_log_path, mask=self.mask)
         index = ShipIndex.open(self.ws.path, self.ws.ship_log_path)
         log.on_written = index.on_written
         client = IngestClient(
-            opts.endpoint, self._token, opts.fallback_path, opts.timeout, notice=self.notice
+            opts.endpoint,
+            self._token,
+            opts.fallback_path,
+            opts.timeout,
+            notice=self.notice,
+            signing_secret=self._signing_secret,
+            clock=self.clock,
         )
         deliverer = Deliverer(
             client,
@@ -276,6 +297,7 @@ class Shipper:
             sleep=self.sleep,
             clock=self.clock,
             on_batch_limit=self._lower_batch_limit,
+            mask=self.mask,
         )
         self._event(
             "ship_started",
@@ -315,12 +337,34 @@ class Shipper:
     def _finish(
         self, summary: ShipSummary, stop_error: FrameworkError | None
     ) -> FrameworkError | None:
-        """The run's verdict: drained (None), or the error the CLI maps to 3 or 4."""
+        """The run's verdict: drained (None), or the error the CLI maps to 3 or 4.
+
+        A rejection waits for a human whatever else happened, so a run that rejected
+        anything exits 4 (the error-rate breaker only decides when to stop early)."""
         if stop_error is None and summary.counts.get("error", 0):
             stop_error = Checkpoint(
                 f"{summary.counts['error']} items failed after retries; they ship again next run"
             )
+        rejected = summary.counts.get(Outcome.REJECTED, 0)
+        if rejected:
+            for key, detail in list(self._rejected.items())[:_SHOWN_REJECTIONS]:
+                self.notice(f"rejected {key}: {detail or '(no detail)'}")
+            where = (
+                f'their answers are the lines with outcome "rejected" in '
+                f"{self.ws.ship_log_path}; --dry-run lists them as hold; after a fix, "
+                "ship them again with --retry-rejected"
+            )
+            if not isinstance(stop_error, Halted):
+                also = f"; also: {stop_error}" if stop_error is not None else ""
+                stop_error = Rejected(
+                    f"{rejected} item{'s' if rejected != 1 else ''} rejected by the endpoint "
+                    f"this run, waiting for review: {where}{also}"
+                )
+            else:
+                self.notice(f"{rejected} items rejected this run: {where}")
         if stop_error is not None:
+            # The CLI prints it and events.jsonl keeps it: the masked text only.
+            stop_error.args = (self.mask(str(stop_error)),)
             summary.reason = str(stop_error)
             summary.exit_code = stop_error.exit_code
         return stop_error
@@ -352,6 +396,9 @@ class Shipper:
                 for item in items:
                     in_flight_keys.discard(item.dedupe_key)
                 result = future.result()
+                for key, detail in result.rejected.items():
+                    if len(self._rejected) < _SHOWN_REJECTIONS:
+                        self._rejected[key] = detail
                 for item in items:
                     outcome = result.final.get(item.dedupe_key)
                     if outcome is None:
@@ -422,7 +469,15 @@ class Shipper:
 
     def _event(self, name: str, **data: Any) -> None:
         self.ws.events.append(
-            {"time": utc_now(), "event": name, **{k: v for k, v in data.items() if v is not None}}
+            {
+                "time": utc_now(),
+                "event": name,
+                **{
+                    k: (self.mask(v) if isinstance(v, str) else v)
+                    for k, v in data.items()
+                    if v is not None
+                },
+            }
         )
 
 

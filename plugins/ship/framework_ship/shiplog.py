@@ -15,7 +15,8 @@ Owns the line format and the two ways of touching the file: appending attempts
 Rules: a line is written whole by one ``os.write`` on an ``O_APPEND`` descriptor as the
 attempt ends (no user-space buffer, so ``kill -9`` loses at most the attempt in flight);
 a torn last line (crash mid-write) is terminated before the next append and skipped on
-read; nothing secret is ever written (no headers, no token, no request body). The
+read; nothing secret is ever written (no headers, no token, no request body, and the
+server's ``detail`` goes through the run's :class:`~framework_ship.mask.Masker`). The
 reader-side index of "latest outcome per key" lives in :mod:`framework_ship.index`.
 """
 
@@ -50,7 +51,7 @@ class Attempt:
     detail: str | None = None
     time: str = ""
 
-    def to_line(self, now: str | None = None) -> bytes:
+    def to_line(self, now: str | None = None, mask: Callable[[str], str] | None = None) -> bytes:
         # Built by hand, not dataclasses.asdict (which deep-copies): this runs once per
         # item per attempt, 10,000 times a second in batch mode.
         record = {
@@ -65,7 +66,8 @@ class Attempt:
             "error_class": self.error_class,
             "batch_id": self.batch_id,
             "route": self.route,
-            "detail": self.detail,
+            # The server's words: masked, a problem may quote the Authorization header.
+            "detail": self.detail if mask is None or self.detail is None else mask(self.detail),
         }
         return (_ENCODER.encode(record) + "\n").encode()
 
@@ -84,9 +86,11 @@ class ShipLog:
         self,
         path: Path,
         on_written: Callable[[Sequence[Attempt], int], None] | None = None,
+        mask: Callable[[str], str] | None = None,
     ) -> None:
         self.path = path
         self.on_written = on_written
+        self.mask = mask
         self._lock = threading.Lock()
         self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         self._terminate_torn_line()
@@ -105,7 +109,7 @@ class ShipLog:
         if not attempts:
             return
         now = utc_now()
-        data = b"".join(a.to_line(now) for a in attempts)
+        data = b"".join(a.to_line(now, self.mask) for a in attempts)
         with self._lock:
             view = memoryview(data)
             while view:
