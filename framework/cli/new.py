@@ -2,7 +2,8 @@
 
 Templates are YAML specs with ``{{name}}``, ``{{source_type}}`` and ``{{start_url}}``
 placeholders. The result is validated before it is written; an existing job is never
-overwritten.
+overwritten. A folder without a ``scrapy.cfg`` gets one, so that the ``scrapy crawl``
+the command suggests works there too.
 """
 
 from __future__ import annotations
@@ -104,4 +105,40 @@ def new(
         tmp.unlink(missing_ok=True)
         if created and not target.exists():
             target.parent.rmdir()
-    click.echo(f"wrote {target} (template {template}); check it with: framework validate {name}")
+    cfg = _ensure_scrapy_cfg(root)
+    click.echo(f"wrote {_shown(target)} (template {template})")
+    if cfg is not None:
+        where = "this folder" if _shown(root) == "." else str(root)
+        click.echo(f"wrote {_shown(cfg)} (so that `scrapy crawl {name}` works in {where})")
+    click.echo(f"check it with: framework validate {name}")
+    click.echo(f"crawl it with: framework crawl {name}   (or: scrapy crawl {name})")
+
+
+# What Scrapy's command line needs to find the jobs: its project settings module,
+# whose spider loader reads projects/*/job.yaml under the folder holding scrapy.cfg.
+SCRAPY_CFG = """\
+# So that `scrapy list` and `scrapy crawl <job>` work from this folder:
+# the settings module points Scrapy's spider loader at projects/*/job.yaml.
+[settings]
+default = framework.scrapy_settings
+"""
+
+
+def _ensure_scrapy_cfg(root: Path) -> Path | None:
+    """Write ``<root>/scrapy.cfg`` when there is none (a project started in an empty
+    folder); an existing one is the user's and is left alone. Returns what it wrote."""
+    cfg = root / "scrapy.cfg"
+    try:
+        with cfg.open("x", encoding="utf-8") as out:
+            out.write(SCRAPY_CFG)
+    except FileExistsError:
+        return None
+    return cfg
+
+
+def _shown(path: Path) -> str:
+    """``path`` relative to the working directory when it is under it (what a user typed)."""
+    try:
+        return str(path.relative_to(Path.cwd().resolve())) or "."
+    except ValueError:
+        return str(path)

@@ -2,10 +2,17 @@
 
 Prints ``ok <file>`` per valid spec on stdout; every problem of the invalid ones goes
 out through the raised :class:`SpecError` (the CLI root prints it and exits 2).
+
+Besides each spec on its own, it checks the jobs against each other across
+``projects/``: two jobs with the same ``source_type`` write the same dedupe keys
+(``{source_type}:{source_id}``), so at the ingest endpoint each overwrites the other's
+items. That is refused unless every spec involved says the key space is shared on
+purpose (``key: {shared: true}``).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import click
@@ -14,12 +21,22 @@ from framework.errors import SpecError, SpecProblem
 from framework.project import find_root, job_files, resolve_job
 
 
+@dataclass(frozen=True)
+class _KeySpace:
+    path: Path
+    source_type: str
+    mark: tuple[int, int]  # of the `source_type:` key
+    shared: bool
+
+
 @click.command("validate")
 @click.argument("targets", nargs=-1, metavar="[SPEC|JOB]...")
 def validate(targets: tuple[str, ...]) -> None:
     """Validate job specs (files, folders or job names; default: every job under projects/).
 
-    Exit 0 when every spec is valid, 2 otherwise with one `file:line:col: ...` line per problem.
+    Exit 0 when every spec is valid, 2 otherwise with one `file:line:col: ...` line per
+    problem. Jobs under projects/ that share a source_type (and so write the same dedupe
+    keys) are refused unless each says `key: {shared: true}`.
     """
     from framework.spec import load_spec
 
@@ -27,9 +44,9 @@ def validate(targets: tuple[str, ...]) -> None:
     problems: list[SpecProblem] = []
     files: list[Path]
     if targets:
-        files = [resolve_job(t, root) for t in targets]
+        files = [_shown(resolve_job(t, root), typed=t) for t in targets]
     else:
-        files = list(job_files(root, problems=problems).values())
+        files = [_shown(p) for p in job_files(root, problems=problems).values()]
         if not files and not problems:
             raise click.UsageError(f"no jobs under {root / 'projects'}; name a spec file")
     for path in files:
@@ -39,5 +56,76 @@ def validate(targets: tuple[str, ...]) -> None:
             problems.extend(exc.problems)
         else:
             click.echo(f"ok {path}")
+    problems.extend(_shared_key_spaces(root, files, every_job=not targets))
     if problems:
         raise SpecError(problems)
+
+
+def _shared_key_spaces(root: Path, files: list[Path], *, every_job: bool) -> list[SpecProblem]:
+    """One problem per checked spec whose source_type another job under projects/ uses
+    too, unless all of them declare the key space shared. With every job checked, the
+    first spec (in path order) of a source_type is the one the others collide with."""
+    others = [s for s in map(_key_space, job_files(root, problems=[]).values()) if s]
+    found: list[SpecProblem] = []
+    for space in filter(None, map(_key_space, files)):
+        same = [
+            o
+            for o in others
+            if o.source_type == space.source_type and not _same_file(o.path, space.path)
+        ]
+        if every_job:
+            same = [o for o in same if o.path.resolve() < space.path.resolve()]
+        if not same or (space.shared and all(o.shared for o in same)):
+            continue
+        first = same[0]
+        found.append(
+            SpecProblem(
+                str(space.path),
+                space.mark[0],
+                space.mark[1],
+                f"source_type '{space.source_type}' is also the source_type of "
+                f"{_shown(first.path)}: both jobs write the same dedupe keys "
+                f"({space.source_type}:<id>) and overwrite each other's items at the "
+                "ingest endpoint",
+                "a source_type of its own, or `key: {shared: true}` in every spec that "
+                "shares the key space on purpose",
+            )
+        )
+    return found
+
+
+def _key_space(path: Path) -> _KeySpace | None:
+    """The spec's source_type as written (None when unreadable: its own problems say why)."""
+    from framework.spec.load import read_document
+
+    try:
+        doc = read_document(path)
+    except SpecError:
+        return None
+    data = doc.data if isinstance(doc.data, dict) else {}
+    source_type = data.get("source_type")
+    if not isinstance(source_type, str):
+        return None
+    key = data.get("key")
+    shared = isinstance(key, dict) and key.get("shared") is True
+    mark = doc.keys.get(("source_type",), (1, 1))
+    return _KeySpace(path, source_type, mark, shared)
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return a.samefile(b)
+    except OSError:
+        return a.resolve() == b.resolve()
+
+
+def _shown(path: Path, typed: str | None = None) -> Path:
+    """A job found by name is shown relative to the working directory when it is under
+    it (``projects/x/job.yaml:6:3: ...`` from the repository root); a path the user
+    typed is shown as typed."""
+    if typed is not None and Path(typed) == path:
+        return path
+    try:
+        return path.relative_to(Path.cwd().resolve())
+    except ValueError:
+        return path
