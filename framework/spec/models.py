@@ -291,6 +291,9 @@ class KeySpec(_Strict):
 
     template: str = "{source_type}:{source_id}"
     lowercase: bool = False  # lowercase the id part (ids that are case-insensitive)
+    # Other jobs with this source_type write the same keys on purpose (`framework validate`
+    # refuses a shared source_type unless every job involved says so).
+    shared: bool = False
 
     @model_validator(mode="before")
     @classmethod
