@@ -221,6 +221,12 @@ class CrawlRuntime:
     def may_issue(self) -> bool:
         """False once --max-requests is reached: further rows stay pending."""
         if self.limits.max_requests and self.issued >= self.limits.max_requests:
+            if not self.capped:  # say why once: `scrapy crawl` prints no verdict of its own
+                logger.info(
+                    "stopping: FRAMEWORK_MAX_REQUESTS=%d requests sent (--max-requests); "
+                    "the rows not fetched stay pending for the next run",
+                    self.limits.max_requests,
+                )
             self.capped = True
             return False
         self.issued += 1
