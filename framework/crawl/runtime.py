@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from framework.crawl.page import CompiledJob, PageError, PageResult, Record
+from framework.crawl.secrets import Secrets
 from framework.errors import UsageError
 from framework.workspace import (
     ErrorKind,
@@ -123,6 +124,10 @@ class CrawlRuntime:
         # kept in the workspace so a restarted crawl honours it too. Only moves later.
         self.not_before: dict[str, float] = {}
         self._stack = ExitStack()
+        # {env:NAME} values never reach a row, a log file or a log line: see secrets.py
+        self.secrets = Secrets.from_spec(self.spec)
+        ws.urls.masker = ws.events.masker = self.secrets.mask_value
+        self.secrets.mask_logs()
 
     # ----------------------------------------------------------------- set-up
     @classmethod
@@ -369,6 +374,7 @@ class CrawlRuntime:
         failure_url: str | None = None,
     ) -> Handled:
         handled = Handled()
+        outcome = self.secrets.mask_outcome(outcome)
         res = self.ws.store.commit(outcome)
         c = self.counters
         c.requests += 1

@@ -21,6 +21,7 @@ from scrapy.http import Request
 from framework.crawl.page import CompiledJob
 from framework.crawl.politeness import Abandoned
 from framework.crawl.runtime import REASON_FINISHED, CrawlRuntime, Handled
+from framework.crawl.secrets import Secrets
 from framework.plugins import RequestMeta, load_renderer
 from framework.settings import default_settings
 from framework.spec.models import JobSpec
@@ -48,6 +49,7 @@ class JobSpider(scrapy.Spider):
     spec: ClassVar[JobSpec]
     spec_path: ClassVar[Path]
     compiled: ClassVar[CompiledJob]
+    secrets: ClassVar[Secrets]
     # row kind -> meta of a rendered request; None when the job renders nothing
     render_meta: ClassVar[RequestMeta | None] = None
     runtime: CrawlRuntime
@@ -96,10 +98,11 @@ class JobSpider(scrapy.Spider):
         until = self.runtime.host_not_before(row.url)
         if until is not None:
             meta["fw_not_before"] = until  # a Retry-After from an earlier run
+        url, body, headers = self.secrets.resolve(row, headers)  # {env:NAME} -> values
         return Request(
-            row.url,
+            url,
             method=row.method,
-            body=row.body.encode("utf-8") if row.body is not None else None,
+            body=body,
             headers=headers or None,
             callback=self._on_response,
             errback=self._on_failure,
@@ -164,6 +167,7 @@ def spider_class(spec: JobSpec, spec_path: Path, workspace_root: Path) -> type[J
         "spec": spec,
         "spec_path": spec_path,
         "compiled": CompiledJob(spec),
+        "secrets": Secrets.from_spec(spec, where=str(spec_path)),  # before any request
         "render_meta": None if render_meta is None else staticmethod(render_meta),
         "custom_settings": settings,
         "allowed_domains": list(spec.allowed_domains)

@@ -1,0 +1,258 @@
+"""Credentials of a crawl: ``{env:NAME}`` references, resolved late, masked everywhere.
+
+A spec names its credentials only as environment-variable references, ``{env:NAME}``,
+in its start URLs, sub-tab URL and body templates and its ``headers:``. Rows store them
+unresolved. This module owns the two directions:
+
+* **resolve**: :meth:`Secrets.resolve` turns a row (URL, body) and the job's headers
+  into what is sent, at the moment the spider builds the Scrapy request. A variable
+  that is missing, empty or too short to be masked reliably is a
+  :class:`~framework.errors.UsageError` when the spider class is built, before any
+  request; the message names the variable, never its value.
+* **mask**: the resolved value comes back (``response.url``, links and pagination built
+  from it, a page that echoes it, an error text). :meth:`Secrets.mask` replaces every
+  form of a value (as is, URL-quoted, form-encoded, JSON-escaped) by its ``{env:NAME}``
+  reference, so what is written keeps working as a template and names no secret. The
+  crawl runtime masks each outcome before it is committed (:meth:`Secrets.mask_outcome`)
+  and sets the workspace logs' masker; :meth:`Secrets.mask_logs` masks every log record
+  of the process (Scrapy's own "Error downloading <GET url>" included).
+
+Only the names a spec declares are ever read from the environment, so a page that
+writes ``{env:HOME}`` into a link resolves to nothing; a discovered link that carries a
+``{env:...}`` text of its own is defused (its ``{`` percent-encoded) before any value
+is masked back in. This module must not decide where rows or logs are written.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+import re
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote, quote_plus
+
+from framework.errors import UsageError
+from framework.spec.template import ENV_REF, Template, env_names
+
+if TYPE_CHECKING:
+    from framework.spec.models import JobSpec
+    from framework.workspace import Outcome, Row
+
+__all__ = ["MIN_SECRET_CHARS", "Secrets", "spec_env_names"]
+
+# A shorter value would mask ordinary text ("1", "abc") all over the workspace.
+MIN_SECRET_CHARS = 4
+# A `{env:NAME}` that a form encoding turned into %7Benv%3ANAME%7D.
+_FORM_REF = re.compile(r"%7Benv%3A([A-Za-z_][A-Za-z0-9_]*)%7D", re.IGNORECASE)
+
+
+def spec_env_names(spec: JobSpec) -> list[str]:
+    """Every variable a spec refers to, in the order written, once each."""
+    names: list[str] = []
+    for url in spec.start_urls:
+        names.extend(env_names(url))
+    for value in spec.headers.values():
+        names.extend(env_names(value))
+    for kind in spec.page_kinds().values():
+        for tab in kind.subtabs.values():
+            names.extend(Template(tab.url).env)
+            if tab.body is not None:
+                for text in _strings(tab.body.form or tab.body.json_body):
+                    names.extend(env_names(text))
+    return list(dict.fromkeys(names))
+
+
+def _strings(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, Mapping):
+        return [s for v in value.values() for s in _strings(v)]
+    if isinstance(value, list | tuple):
+        return [s for v in value for s in _strings(v)]
+    return []
+
+
+class Secrets:
+    """The resolved values of one spec's ``{env:NAME}`` references."""
+
+    def __init__(self, values: Mapping[str, str], headers: Mapping[str, str] | None = None) -> None:
+        self.values = dict(values)
+        self._headers = dict(headers or {})  # the job's headers, unresolved
+        forms: dict[str, str] = {}
+        for name, value in self.values.items():
+            placeholder = "{env:" + name + "}"
+            for form in (
+                value,
+                quote(value, safe=""),  # how resolve() puts it in a URL
+                quote(value),
+                quote_plus(value),  # a form body, or urlencode() of a query
+                json.dumps(value)[1:-1],  # a JSON body (ASCII-escaped)
+            ):
+                forms.setdefault(form, placeholder)
+        # Longest first: a value that contains another is replaced whole.
+        self._forms = sorted(forms.items(), key=lambda kv: -len(kv[0]))
+
+    @classmethod
+    def from_spec(
+        cls, spec: JobSpec, *, where: str = "the spec", environ: Mapping[str, str] | None = None
+    ) -> Secrets:
+        """Read the spec's variables from the environment, or say which one is unusable
+        (a :class:`UsageError`, before any request). ``where`` names the spec file."""
+        env = os.environ if environ is None else environ
+        values: dict[str, str] = {}
+        for name in spec_env_names(spec):
+            value = env.get(name)
+            if value is None:
+                raise UsageError(
+                    f"{where}: environment variable {name} is not set "
+                    f"(the spec refers to it as {{env:{name}}}); export it before crawling"
+                )
+            if len(value) < MIN_SECRET_CHARS:
+                raise UsageError(
+                    f"{where}: environment variable {name} is empty or shorter than "
+                    f"{MIN_SECRET_CHARS} characters, too short to be kept out of the "
+                    "workspace reliably"
+                )
+            if "\r" in value or "\n" in value:
+                raise UsageError(f"{where}: environment variable {name} holds a line break")
+            values[name] = value
+        return cls(values, spec.headers)
+
+    # ------------------------------------------------------------------ resolve
+    def resolve(
+        self, row: Row, headers: Mapping[str, str]
+    ) -> tuple[str, bytes | None, dict[str, str]]:
+        """What to send for ``row``: its URL and body with references resolved, and the
+        job's headers (resolved) under the request's own ``headers``."""
+        url = ENV_REF.sub(lambda m: self._value(m, quote_as="url"), row.url)
+        body: bytes | None = None
+        if row.body is not None:
+            text = row.body
+            if row.body_type == "form":  # urlencode() wrote {env:X} as %7Benv%3AX%7D
+                text = _FORM_REF.sub(lambda m: self._value(m, quote_as="form"), text)
+                text = ENV_REF.sub(lambda m: self._value(m, quote_as="form"), text)
+            elif row.body_type == "json":
+                text = ENV_REF.sub(lambda m: self._value(m, quote_as="json"), text)
+            else:
+                text = ENV_REF.sub(lambda m: self._value(m, quote_as="text"), text)
+            body = text.encode("utf-8")
+        out = {
+            k: ENV_REF.sub(lambda m: self._value(m, quote_as="text"), v)
+            for k, v in self._headers.items()
+        }
+        out.update(headers)
+        return url, body, out
+
+    def _value(self, m: re.Match[str], *, quote_as: str) -> str:
+        value = self.values.get(m.group(1))
+        if value is None:  # not a name the spec declared: never read, left as text
+            return m.group(0)
+        if quote_as == "url":
+            return quote(value, safe="")
+        if quote_as == "form":
+            return quote_plus(value)
+        if quote_as == "json":
+            return json.dumps(value)[1:-1]
+        return value
+
+    # --------------------------------------------------------------------- mask
+    def mask(self, text: str) -> str:
+        """``text`` with every form of every value replaced by its reference."""
+        for form, placeholder in self._forms:
+            if form in text:
+                text = text.replace(form, placeholder)
+        return text
+
+    def mask_value(self, value: Any) -> Any:
+        """A copy of ``value`` (mappings, lists, strings at any depth) masked."""
+        if not self._forms:
+            return value
+        if isinstance(value, str):
+            return self.mask(value)
+        if isinstance(value, Mapping):
+            return {self.mask_value(k): self.mask_value(v) for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            return [self.mask_value(v) for v in value]
+        return value
+
+    def mask_outcome(self, outcome: Outcome) -> Outcome:
+        """The outcome as it may be committed: no value in its rows, items or error."""
+        if not self._forms:
+            return outcome
+        m, mv = self.mask, self.mask_value
+        rows = []
+        for row in outcome.new_rows:
+            url = row.url
+            if "tab" not in row.context:  # a link a page chose: its own {env:} is text
+                url = url.replace("{env:", "%7Benv:")
+            rows.append(
+                dataclasses.replace(
+                    row,
+                    url=m(url),
+                    body=m(row.body) if row.body is not None else None,
+                    context=mv(row.context),
+                )
+            )
+        return dataclasses.replace(
+            outcome,
+            error=m(outcome.error) if outcome.error is not None else None,
+            new_rows=rows,
+            items=[
+                dataclasses.replace(
+                    i, dedupe_key=m(i.dedupe_key), source_id=m(i.source_id), data=mv(i.data)
+                )
+                for i in outcome.items
+            ],
+            parts=[
+                dataclasses.replace(p, dedupe_key=m(p.dedupe_key), value=mv(p.value))
+                for p in outcome.parts
+            ],
+        )
+
+    def mask_logs(self) -> None:
+        """Mask every log record of this process from now on (idempotent)."""
+        if self._forms and self not in _LOG_MASKERS:
+            _LOG_MASKERS.append(self)
+            _install_record_factory()
+
+
+_LOG_MASKERS: list[Secrets] = []
+_factory_installed = False
+
+
+def _install_record_factory() -> None:
+    # A record factory, not a handler filter: it sees every record of every logger,
+    # whichever handlers Scrapy (or LOG_FILE) installs before or after this runs.
+    global _factory_installed
+    if _factory_installed:
+        return
+    previous = logging.getLogRecordFactory()
+
+    def factory(*args: Any, **kwargs: Any) -> logging.LogRecord:
+        record = previous(*args, **kwargs)
+        _mask_record(record)
+        return record
+
+    logging.setLogRecordFactory(factory)
+    _factory_installed = True
+
+
+def _mask_record(record: logging.LogRecord) -> None:
+    try:
+        message = record.getMessage()
+    except Exception:  # a broken format string: logging reports it, unmasked args stay out
+        record.msg, record.args = str(record.msg), ()
+        message = record.msg
+    masked = message
+    for secrets in _LOG_MASKERS:
+        masked = secrets.mask(masked)
+    if masked != message or record.args:
+        record.msg, record.args = masked, ()
+    if record.exc_info and not record.exc_text:
+        text = logging.Formatter().formatException(record.exc_info)
+        for secrets in _LOG_MASKERS:
+            text = secrets.mask(text)
+        record.exc_text = text
