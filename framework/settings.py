@@ -32,6 +32,9 @@ def default_settings(job: str) -> dict[str, Any]:
         # console is the older door of the same kind. A scraping job needs neither.
         "REMOTE_CONTROL_ENABLED": False,
         "TELNETCONSOLE_ENABLED": False,
+        # A page URL may carry a resolved {env:NAME} credential (?token=): another site
+        # gets only the origin in Referer, never the path and query (browsers' default).
+        "REFERRER_POLICY": "strict-origin-when-cross-origin",
         "ROBOTSTXT_OBEY": True,
         "USER_AGENT": f"framework/{__version__} (declarative Scrapy job {job!r})",
         # The rows are the queue and the dedupe: see framework.crawl.scheduler.

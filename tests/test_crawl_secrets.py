@@ -281,7 +281,8 @@ def test_log_records_are_masked(caplog: pytest.LogCaptureFixture) -> None:
             except ValueError:
                 logging.getLogger("x").exception("failed")
         text = caplog.text
-        assert "t%2Fk%2Bn%3D1" not in text and "brr-1234" not in text
+        assert "t%2Fk%2Bn%3D1" not in text
+        assert "brr-1234" not in text
         assert "<GET http://h/?t={env:TOK}>" in text
         assert "ValueError: bad {env:BEAR}" in text
     finally:
@@ -305,3 +306,14 @@ def test_unusable_variables_are_named_never_shown(environ: dict[str, str], messa
     for value in environ.values():
         if len(value) > 3:
             assert value not in str(info.value)
+
+
+def test_another_site_gets_only_the_origin_as_referer() -> None:
+    # Scrapy's default policy sends the whole page URL (and a ?token= in it) anywhere.
+    from scrapy.settings import Settings
+    from scrapy.spidermiddlewares.referer import RefererMiddleware
+
+    from framework.settings import default_settings
+
+    policy = RefererMiddleware(Settings(default_settings("j"))).default_policy()
+    assert policy.referrer("http://a.org/x?token=s3cr3t", "http://b.org/y") == "http://a.org/"

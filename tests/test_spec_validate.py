@@ -327,8 +327,7 @@ def test_spec_setting_values_are_type_checked(tmp_path: Path) -> None:
         "9:19: wrong value for setting 'ROBOTSTXT_OBEY': 'yes'; expected true or false",
         "10:21: wrong value for setting 'DOWNLOAD_MAXSIZE': 0; expected an integer >= 1",
         "11:26: wrong value for setting 'FRAMEWORK_STOP_ON_429': 1; expected true or false",
-        "12:30: wrong value for setting 'FRAMEWORK_RETRY_AFTER_CAP': True;"
-        " expected a number >= 0",
+        "12:30: wrong value for setting 'FRAMEWORK_RETRY_AFTER_CAP': True; expected a number >= 0",
         "13:28: wrong value for setting 'DEFAULT_REQUEST_HEADERS': {'Accept': ['text/html']};"
         " expected a mapping of header names to texts",
         "14:15: wrong value for setting 'USER_AGENT': ''; expected a text",
