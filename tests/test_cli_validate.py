@@ -169,3 +169,35 @@ def test_new_lists_templates(root: Path, capsys: pytest.CaptureFixture[str]) -> 
 def test_help(command: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main([command, "--help"]) == 0
     assert "Usage: framework" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("command", ["validate", "crawl"])
+def test_spec_settings_outside_the_allow_list_stop_validate_and_crawl(
+    root: Path, command: str
+) -> None:
+    """Through the real CLI: a spec that would open the telnet console and write a log
+    and a feed anywhere is refused with every position, exit 2, before any request."""
+    path = add_job(root, "cases")
+    path.write_text(
+        path.read_text()
+        + "settings:\n  TELNETCONSOLE_ENABLED: true\n  LOG_FILE: /tmp/x.log\n"
+        + "  FEEDS: {/tmp/x.json: {format: json}}\n  DOWNLOAD_DELAY: 1\n"
+    )
+    env = {"FRAMEWORK_HOME": str(root), "PATH": "/usr/bin:/bin"}
+    args = [str(path)] if command == "validate" else [str(path), "--workspace", "ws"]
+    proc = subprocess.run(
+        [sys.executable, "-c", RUN, command, *args],
+        capture_output=True,
+        text=True,
+        cwd=root,
+        env=env,
+        timeout=120,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr
+    lines = proc.stderr.splitlines()
+    for where, name in (("9:3", "TELNETCONSOLE_ENABLED"), ("10:3", "LOG_FILE"), ("11:3", "FEEDS")):
+        line = next(x for x in lines if x.startswith(f"{path}:{where}: "))
+        assert f"setting '{name}' is not allowed in a spec" in line
+        assert f"pass `-s {name}=...` on the command line" in line
+    assert not (root / "ws").exists()
