@@ -28,11 +28,12 @@ class BrowserNotFound(UsageError):
 def find_chromium(
     setting: str | None = None,
     env: Mapping[str, str] | None = None,
-    candidates: Sequence[str] = CANDIDATES,
+    candidates: Sequence[str] | None = None,
 ) -> Path:
     """The Chromium executable to launch. A path named by the setting or the
     environment must be an executable file (no silent fallback past a wrong one)."""
     env = os.environ if env is None else env
+    candidates = CANDIDATES if candidates is None else candidates
     for source, value in ((f"the {SETTING} setting", setting), (f"${ENV}", env.get(ENV))):
         if value:
             path = Path(value)

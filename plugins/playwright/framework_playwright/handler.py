@@ -7,10 +7,11 @@ it back once the response is built (the page object never reaches a callback or 
 errback, and never a request that could be stored: rows resume from the workspace);
 a failed request closes its page. Settings, read here and nowhere else:
 
-* ``FRAMEWORK_CHROMIUM``: the browser (else ``$FRAMEWORK_CHROMIUM``, else the usual paths);
-* ``FRAMEWORK_RENDER_PAGES``: pages open at once (the pool; one browser context);
-* ``FRAMEWORK_RENDER_REUSE``: reuse pages (default true); false opens and closes a page
-  per request, as scrapy-playwright does by default (kept for measurements).
+* ``FRAMEWORK_CHROMIUM`` (``-s`` only: a spec may not name a program to run): the browser,
+  else ``$FRAMEWORK_CHROMIUM``, else the usual paths;
+* ``PLAYWRIGHT_MAX_PAGES_PER_CONTEXT``: pages open at once (the pool; one browser context);
+* ``FRAMEWORK_RENDER_REUSE`` (``-s`` only): reuse pages (default true); false opens and
+  closes a page per request, as scrapy-playwright does by default (kept for measurements).
 """
 
 from __future__ import annotations
@@ -48,11 +49,10 @@ class RenderingHandler(ScrapyPlaywrightDownloadHandler):
             )
             launch.setdefault("headless", True)
         self.config.launch_options = launch
-        pages = settings.getint("FRAMEWORK_RENDER_PAGES", DEFAULT_PAGES)
-        # One context holds the pool's pages: its own page limit must not be lower.
-        self.config.max_pages_per_context = max(pages, 1)
+        # One context holds the pool's pages: its page limit is the pool's size.
+        pages = max(self.config.max_pages_per_context, 1)
         self.reuse = settings.getbool("FRAMEWORK_RENDER_REUSE", True)
-        self.pool = PagePool(max(pages, 1))
+        self.pool = PagePool(pages)
         self._stats = crawler.stats
 
     async def _download_request(self, request: Request, spider: Spider | None = None) -> Response:

@@ -36,9 +36,9 @@ class PlaywrightRenderer:
         return {
             "DOWNLOAD_HANDLERS": {"http": HANDLER, "https": HANDLER},
             "TWISTED_REACTOR": REACTOR,  # scrapy-playwright runs on asyncio
-            "FRAMEWORK_RENDER_PAGES": DEFAULT_PAGES,
             "FRAMEWORK_RENDER_REUSE": True,
             "PLAYWRIGHT_BROWSER_TYPE": "chromium",
+            "PLAYWRIGHT_MAX_PAGES_PER_CONTEXT": DEFAULT_PAGES,  # the page pool's size
             "PLAYWRIGHT_MAX_CONTEXTS": 1,
             "PLAYWRIGHT_DEFAULT_NAVIGATION_TIMEOUT": 30_000,  # ms; past it: error `timeout`
         }
