@@ -62,7 +62,8 @@ def test_an_update_puts_a_finished_item_back_to_queued(any_ingest_server: Ingest
     s = any_ingest_server
     post(s, make_item("1", {"v": 1}))
     [claimed] = handoff.claim(s.store.backend, 5)
-    assert handoff.done(s.store.backend, [claimed["dedupe_key"]]) == {"test:1": "done"}
+    done = handoff.done(s.store.backend, claimed["claim_id"], [claimed["dedupe_key"]])
+    assert done == {"test:1": "done"}
     assert s.row("test:1")["status"] == "done"  # type: ignore[index]
     post(s, make_item("1", {"v": 1}))  # a duplicate leaves the downstream state alone
     assert s.row("test:1")["status"] == "done"  # type: ignore[index]

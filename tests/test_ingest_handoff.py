@@ -90,15 +90,20 @@ def test_claim_done_failed_reap_through_the_cli(any_ingest_server: IngestServer)
     assert {i["source_type"] for i in _lines(only_src.stdout)} == {"src"}
 
     a, b, c = (i["dedupe_key"] for i in first[:3])
-    r = cli("done", "--db", s.db_url, a, b)
+    lease = first[0]["claim_id"]
+    assert {i["claim_id"] for i in first} == {lease}  # one claim, one fencing token
+    assert second[0]["claim_id"] != lease
+    r = cli("done", "--db", s.db_url, "--claim", lease, a, b)
     assert r.returncode == 0, r.stderr
     assert _lines(r.stdout) == [
         {"dedupe_key": a, "outcome": "done"},
         {"dedupe_key": b, "outcome": "done"},
     ]
-    r = cli("failed", "--db", s.db_url, c, "--reason", "parser broke")
+    r = cli("failed", "--db", s.db_url, "--claim", lease, c, "--reason", "parser broke")
     assert _lines(r.stdout) == [{"dedupe_key": c, "outcome": "failed"}]
-    r = cli("done", "--db", s.db_url, a, "other:nope")  # not running: a skip, not a change
+    # finished already by this claim, or unknown: a skip, not a change
+    r = cli("done", "--db", s.db_url, "--claim", lease, a, "other:nope")
+    assert r.returncode == 0, r.stderr
     assert _lines(r.stdout) == [
         {"dedupe_key": a, "outcome": "skipped"},
         {"dedupe_key": "other:nope", "outcome": "skipped"},

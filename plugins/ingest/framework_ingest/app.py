@@ -1,20 +1,26 @@
 """The ASGI app of the ingest endpoint (Starlette): routes, framing, limits, errors.
 
 Routes: ``POST /v1/items``, ``POST /v1/items/batch``, ``GET /v1/items/{dedupe_key}``,
-``GET /v1/stats``, ``GET /healthz``, ``GET /openapi.json``. Every error is problem+json.
-Order of checks on a write: auth (401/403) -> body size (413) -> JSON (400) -> shape
-(422, naming the field) -> storage. Plain Starlette routes rather than FastAPI's
-dependency machinery: the batch route validates each element on its own (an invalid
-element must not fail its neighbours), and the per-request overhead is the cost that
-bounds single-item throughput. The OpenAPI document comes from the same pydantic models
-(:mod:`framework_ingest.openapi`). This module owns HTTP; storage is the store's.
+``GET /v1/events``, ``GET /v1/events/stream`` (Server-Sent Events), ``GET /v1/stats``,
+``GET /healthz``, ``GET /openapi.json``. Every error is problem+json.
+Order of checks on a write: auth (401/403) -> Content-Type (415) -> body size (413) ->
+signature (401, when signing is on) -> JSON (400) -> shape (422, naming the field) ->
+storage. Keys that no stored item can have (NUL, too long) answer before the database.
+Plain Starlette routes rather than FastAPI's dependency machinery: the batch route
+validates each element on its own (an invalid element must not fail its neighbours),
+and the per-request overhead is the cost that bounds single-item throughput. The
+OpenAPI document comes from the same pydantic models (:mod:`framework_ingest.openapi`).
+This module owns HTTP; storage is the store's.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import json
 import logging
 import re
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -24,15 +30,17 @@ from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from framework_ingest import events, retention
 from framework_ingest.auth import BearerAuth
 from framework_ingest.db import Backend, open_backend
 from framework_ingest.errors import BackendUnavailable
 from framework_ingest.models import IDEMPOTENCY_KEY_PATTERN
 from framework_ingest.openapi import build_openapi
 from framework_ingest.problems import PROBLEM_MEDIA_TYPE, ProblemError, problem
+from framework_ingest.signing import DEFAULT_SKEW, HEADER, SignatureVerifier
 from framework_ingest.store import IngestStore
 from framework_ingest.validate import ItemInvalid, Prepared, parse_json, prepare
 
@@ -41,15 +49,21 @@ log = logging.getLogger("framework_ingest")
 DEFAULT_MAX_BATCH = 500
 DEFAULT_MAX_BODY = 16 * 1024 * 1024
 RETRY_AFTER_SECONDS = 1
+DEFAULT_POLL_INTERVAL = 0.25  # how often an idle event stream looks for new events
+KEEPALIVE_SECONDS = 15.0  # an SSE comment line so proxies keep an idle stream open
+MAX_KEY_LENGTH = 601  # the longest dedupe key a write accepts (models.DedupeKey)
+_MAX_SEQ = 2**63 - 1
 
 
 @dataclass
 class IngestConfig:
     store: IngestStore
     auth: BearerAuth
+    signatures: SignatureVerifier
     max_batch: int
     max_body: int
     openapi: dict[str, Any]
+    poll_interval: float = DEFAULT_POLL_INTERVAL
 
 
 def _config(request: Request) -> IngestConfig:
@@ -82,6 +96,49 @@ async def _read_body(request: Request, limit: int) -> bytes:
 _IDEMPOTENCY_KEY = re.compile(IDEMPOTENCY_KEY_PATTERN)
 
 
+def _check_media_type(request: Request) -> None:
+    """A write's body must be JSON: ``application/json`` or ``application/<x>+json``
+    (parameters allowed; a charset other than UTF-8 is refused). No Content-Type at all
+    is read as JSON, as RFC 9110 leaves that to the recipient."""
+    declared = request.headers.get("content-type")
+    if declared is None:
+        return
+    media, _, params = declared.partition(";")
+    media = media.strip().lower()
+    charset = ""
+    for param in params.split(";"):
+        name, _, value = param.strip().partition("=")
+        if name.strip().lower() == "charset":
+            charset = value.strip().strip('"').lower()
+    json_type = media == "application/json" or (
+        media.startswith("application/") and media.endswith("+json")
+    )
+    if not json_type or charset not in ("", "utf-8", "utf8"):
+        raise ProblemError(
+            415,
+            "unsupported-media-type",
+            "send the body as 'Content-Type: application/json' (UTF-8)",
+        )
+
+
+async def _write_body(request: Request, config: IngestConfig) -> bytes:
+    """The checks every write runs before its body is parsed, in the documented order."""
+    config.auth.check(request.headers.get("authorization"))
+    _check_media_type(request)
+    body = await _read_body(request, config.max_body)
+    if config.signatures.enabled:
+        signatures, until = config.signatures.verify(request.headers.get(HEADER), body)
+        fresh = await run_in_threadpool(config.store.remember_signatures, signatures, until)
+        if not fresh:
+            raise ProblemError(
+                401,
+                "signature-replayed",
+                "this signature was already used; sign every request anew",
+                headers={"WWW-Authenticate": f'Signature realm="ingest", header="{HEADER}"'},
+            )
+    return body
+
+
 def _idempotency_key(request: Request) -> str | None:
     key = request.headers.get("idempotency-key")
     if key is None:
@@ -98,9 +155,9 @@ def _idempotency_key(request: Request) -> str | None:
 
 async def post_item(request: Request) -> Response:
     config = _config(request)
-    config.auth.check(request.headers.get("authorization"))
+    body = await _write_body(request, config)
     idempotency_key = _idempotency_key(request)
-    obj = parse_json(await _read_body(request, config.max_body))
+    obj = parse_json(body)
     try:
         prepared = prepare(obj, idempotency_key=idempotency_key)
     except ItemInvalid as exc:
@@ -118,8 +175,7 @@ async def post_item(request: Request) -> Response:
 
 async def post_batch(request: Request) -> Response:
     config = _config(request)
-    config.auth.check(request.headers.get("authorization"))
-    obj = parse_json(await _read_body(request, config.max_body))
+    obj = parse_json(await _write_body(request, config))
     if not isinstance(obj, list):
         raise ProblemError(
             422,
@@ -147,10 +203,109 @@ async def get_item(request: Request) -> Response:
     config = _config(request)
     config.auth.check(request.headers.get("authorization"))
     key = request.path_params["dedupe_key"]
+    # No stored item has such a key (writes refuse them with 422), and PostgreSQL text
+    # cannot even hold a NUL: answer 404 without asking the database.
+    if "\x00" in key or len(key) > MAX_KEY_LENGTH or not _utf8(key):
+        raise ProblemError(404, "not-found", "no item with this dedupe key")
     item = await run_in_threadpool(config.store.get, key)
     if item is None:
         raise ProblemError(404, "not-found", "no item with this dedupe key")
     return JSONResponse(item)
+
+
+def _utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _seq(value: str | None, name: str, default: int) -> int:
+    if value is None or value == "":
+        return default
+    if not (value.isascii() and value.isdigit()) or int(value) > _MAX_SEQ:
+        raise ProblemError(
+            422,
+            "validation",
+            f"{name}: a non-negative integer",
+            [{"field": name, "message": "expected a non-negative integer"}],
+        )
+    return int(value)
+
+
+async def _start_after(config: IngestConfig, after: int) -> None:
+    """410 when events after ``after`` were purged already: the reader missed some."""
+    low, _ = await run_in_threadpool(events.bounds, config.store.backend)
+    if after < low:
+        body = problem(
+            410,
+            "events-purged",
+            f"events up to {low} were purged by retention; resync, then read from after={low}",
+        )
+        body["oldest_after"] = low
+        raise ProblemError.from_body(body)
+
+
+async def get_events(request: Request) -> Response:
+    config = _config(request)
+    config.auth.check(request.headers.get("authorization"))
+    after = _seq(request.query_params.get("after"), "after", 0)
+    limit = _seq(request.query_params.get("limit"), "limit", 100)
+    if not 1 <= limit <= events.MAX_PAGE:
+        raise ProblemError(
+            422,
+            "validation",
+            f"limit: 1 to {events.MAX_PAGE}",
+            [{"field": "limit", "message": f"expected 1 to {events.MAX_PAGE}"}],
+        )
+    await _start_after(config, after)
+    page = await run_in_threadpool(events.page, config.store.backend, after, limit)
+    _, last = await run_in_threadpool(events.bounds, config.store.backend)
+    next_after = page[-1]["seq"] if page else after
+    return JSONResponse({"events": page, "next_after": next_after, "last_seq": last})
+
+
+async def stream_events(request: Request) -> Response:
+    """Server-Sent Events from ``Last-Event-ID`` (or ``?after=``); polls the database, so
+    it sees the writes of every server process."""
+    config = _config(request)
+    config.auth.check(request.headers.get("authorization"))
+    resume = request.headers.get("last-event-id")
+    if resume is not None and resume.strip():
+        after = _seq(resume.strip(), "Last-Event-ID", 0)
+    else:
+        after = _seq(request.query_params.get("after"), "after", 0)
+    await _start_after(config, after)
+    backend = config.store.backend
+    interval = config.poll_interval
+
+    async def feed() -> AsyncIterator[bytes]:
+        cursor = after
+        idle = 0.0
+        yield b"retry: 1000\n\n"
+        while True:
+            batch = await run_in_threadpool(events.page, backend, cursor, 500)
+            if batch:
+                idle = 0.0
+                out = []
+                for event in batch:
+                    data = json.dumps(event, ensure_ascii=False, separators=(",", ":"))
+                    out.append(f"id: {event['seq']}\ndata: {data}\n\n")
+                cursor = batch[-1]["seq"]
+                yield "".join(out).encode("utf-8")
+                continue
+            await asyncio.sleep(interval)
+            idle += interval
+            if idle >= KEEPALIVE_SECONDS:
+                idle = 0.0
+                yield b": keepalive\n\n"
+
+    return StreamingResponse(
+        feed(),
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+    )
 
 
 async def get_stats(request: Request) -> Response:
@@ -203,10 +358,18 @@ def create_app(
     max_batch: int = DEFAULT_MAX_BATCH,
     max_body: int = DEFAULT_MAX_BODY,
     in_flight_timeout: float = 60.0,
+    signing_secrets: Sequence[str] = (),
+    signature_skew: float = DEFAULT_SKEW,
+    poll_interval: float = DEFAULT_POLL_INTERVAL,
+    purge_every: float | None = None,
+    retention_policy: retention.RetentionPolicy | None = None,
+    purge_batch: int = 1000,
 ) -> Starlette:
     """Build the app over ``db_url`` (opened and migrated now) or an open ``backend``.
 
     A backend opened here is closed when the app shuts down; a given one is not.
+    ``signing_secrets`` turns on signature checks on writes (several: a rotation);
+    ``purge_every`` (seconds) runs retention with ``retention_policy`` in the background.
     """
     if backend is not None and db_url is None:
         store_backend, owned = backend, False
@@ -216,9 +379,29 @@ def create_app(
         raise ValueError("give exactly one of db_url and backend")
     store = IngestStore(store_backend, in_flight_timeout=in_flight_timeout)
 
+    policy = retention_policy or retention.RetentionPolicy()
+
+    async def purge_periodically(every: float) -> None:
+        while True:
+            await asyncio.sleep(every)
+            try:
+                counts = await run_in_threadpool(
+                    retention.purge, store_backend, policy, batch=purge_batch
+                )
+            except Exception:  # a failed round is retried next round; the server goes on
+                log.exception("retention purge failed")
+                continue
+            if any(counts.values()):
+                log.info("retention purge: %s", counts)
+
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        task = asyncio.create_task(purge_periodically(purge_every)) if purge_every else None
         yield
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
         if owned:
             store_backend.close()
 
@@ -227,6 +410,8 @@ def create_app(
             Route("/v1/items", post_item, methods=["POST"]),
             Route("/v1/items/batch", post_batch, methods=["POST"]),
             Route("/v1/items/{dedupe_key:path}", get_item, methods=["GET"]),
+            Route("/v1/events", get_events, methods=["GET"]),
+            Route("/v1/events/stream", stream_events, methods=["GET"]),
             Route("/v1/stats", get_stats, methods=["GET"]),
             Route("/healthz", healthz, methods=["GET"]),
             Route("/openapi.json", openapi, methods=["GET"]),
@@ -242,8 +427,15 @@ def create_app(
     app.state.ingest = IngestConfig(
         store=store,
         auth=BearerAuth(token),
+        signatures=SignatureVerifier(signing_secrets, skew=signature_skew),
         max_batch=max_batch,
         max_body=max_body,
-        openapi=build_openapi(max_batch=max_batch, max_body=max_body, auth=token is not None),
+        openapi=build_openapi(
+            max_batch=max_batch,
+            max_body=max_body,
+            auth=token is not None,
+            signed=bool([s for s in signing_secrets if s]),
+        ),
+        poll_interval=poll_interval,
     )
     return app

@@ -2,8 +2,10 @@
 
 Each command opens the database named by ``--db`` (or ``$FRAMEWORK_INGEST_DB``; default
 ``sqlite:///ingest.db`` in the working directory). Errors are raised from the project's
-error tree; only ``framework.cli.main`` turns them into exit codes. The token is read from
-the environment variable named by ``--token-env`` and never printed.
+error tree; only ``framework.cli.main`` turns them into exit codes (``done``/``failed``
+with a stale claim: :class:`~framework_ingest.errors.StaleClaim`, exit 5). The token is
+read from the environment variable named by ``--token-env``, the signing secrets from
+``$FRAMEWORK_INGEST_SIGNING_SECRETS``; neither is ever printed.
 """
 
 from __future__ import annotations
@@ -11,16 +13,66 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import sys
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import click
 
 from framework.workspace import redact_url
 from framework_ingest.db import Backend, open_backend
-from framework_ingest.errors import IngestConfigError
+from framework_ingest.errors import IngestConfigError, StaleClaim
+from framework_ingest.retention import DAY, RetentionPolicy
 
 DEFAULT_DB = "sqlite:///ingest.db"
+SIGNING_SECRETS_ENV = "FRAMEWORK_INGEST_SIGNING_SECRETS"
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+_DURATION = re.compile(r"^(\d+(?:\.\d+)?)([smhd]?)$")
+_UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": DAY}
+
+
+class Age(click.ParamType):
+    """A duration like ``30d``, ``12h``, ``90m``, ``3600`` (seconds) or ``off`` (keep)."""
+
+    name = "age"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if value is None or isinstance(value, float):
+            return value
+        text = str(value).strip().lower()
+        if text in ("off", "never", "forever"):
+            return None
+        match = _DURATION.match(text)
+        if not match:
+            self.fail(f"{value!r}: expected e.g. 30d, 12h, 90m, 3600 or off", param, ctx)
+        return float(match.group(1)) * _UNITS[match.group(2)]
+
+
+def _retention_options(func: F) -> F:
+    for name, default, what in reversed(
+        [
+            ("--history-age", "30d", "replaced item versions"),
+            ("--idempotency-age", "7d", "idempotency keys (and their stored answers)"),
+            ("--event-age", "7d", "events (older ones count as delivered)"),
+            ("--done-age", "30d", "the data of done items (the key row stays)"),
+        ]
+    ):
+        func = click.option(
+            name, type=Age(), default=default, show_default=True, help=f"Keep {what} this long"
+        )(func)
+    return func
+
+
+def _policy(
+    history: float | None, idem: float | None, event: float | None, done: float | None
+) -> RetentionPolicy:
+    return RetentionPolicy(
+        history_age=history, idempotency_age=idem, event_age=event, done_age=done
+    )
+
 
 _db_option = click.option(
     "--db",
@@ -61,6 +113,22 @@ def ingest() -> None:
 )
 @click.option("--access-log/--no-access-log", default=True, show_default=True)
 @click.option(
+    "--signature-skew",
+    default=300.0,
+    show_default=True,
+    type=click.FloatRange(1),
+    help=f"Seconds a signature's t may differ from the clock (signing: ${SIGNING_SECRETS_ENV})",
+)
+@click.option(
+    "--purge-every",
+    default=0.0,
+    show_default=True,
+    type=click.FloatRange(0),
+    help="Run retention every N seconds in bounded batches (0: never; see 'ingest purge')",
+)
+@click.option("--purge-batch", default=1000, show_default=True, type=click.IntRange(1))
+@_retention_options
+@click.option(
     "--http",
     "http_impl",
     type=click.Choice(["auto", "h11", "httptools"]),
@@ -83,10 +151,20 @@ def serve(
     max_batch: int,
     max_body: int,
     access_log: bool,
+    signature_skew: float,
+    purge_every: float,
+    purge_batch: int,
+    history_age: float | None,
+    idempotency_age: float | None,
+    event_age: float | None,
+    done_age: float | None,
     http_impl: str,
     loop: str,
 ) -> None:
-    """Serve POST /v1/items (and the rest of the contract) until interrupted."""
+    """Serve POST /v1/items (and the rest of the contract) until interrupted.
+
+    With $FRAMEWORK_INGEST_SIGNING_SECRETS set (comma-separated; two during a rotation)
+    every write must carry a valid, fresh, unused X-Framework-Signature."""
     from framework_ingest.app import create_app
     from framework_ingest.serve import bind, run_foreground
 
@@ -95,8 +173,19 @@ def serve(
         token = os.environ.get(token_env)
         if not token:
             raise IngestConfigError(f"--token-env {token_env}: that variable is unset or empty")
+    secrets = [s.strip() for s in os.environ.get(SIGNING_SECRETS_ENV, "").split(",") if s.strip()]
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(levelname)s: %(message)s")
-    app = create_app(db_url, token=token, max_batch=max_batch, max_body=max_body)
+    app = create_app(
+        db_url,
+        token=token,
+        max_batch=max_batch,
+        max_body=max_body,
+        signing_secrets=secrets,
+        signature_skew=signature_skew,
+        purge_every=purge_every or None,
+        retention_policy=_policy(history_age, idempotency_age, event_age, done_age),
+        purge_batch=purge_batch,
+    )
     try:
         sock = bind(host, port)
     except OSError as exc:
@@ -104,7 +193,8 @@ def serve(
     bound = sock.getsockname()[1]  # the real one, also when --port 0
     click.echo(
         f"ingest: serving {redact_url(db_url)} on http://{host}:{bound} "
-        f"(auth {'bearer token' if token else 'off'}, batches up to {max_batch})",
+        f"(auth {'bearer token' if token else 'off'}, "
+        f"signing {f'{len(secrets)} secret(s)' if secrets else 'off'}, batches up to {max_batch})",
         err=True,
     )
     run_foreground(
@@ -125,13 +215,19 @@ def serve(
     show_default=True,
     help="Describe the operations as requiring the bearer token",
 )
-def openapi(max_batch: int, max_body: int, auth: bool) -> None:
+@click.option(
+    "--signed/--no-signed",
+    default=False,
+    show_default=True,
+    help="Describe the writes as requiring X-Framework-Signature",
+)
+def openapi(max_batch: int, max_body: int, auth: bool, signed: bool) -> None:
     """Print the OpenAPI description a server with these options serves."""
     from framework_ingest.openapi import build_openapi
 
     click.echo(
         json.dumps(
-            build_openapi(max_batch=max_batch, max_body=max_body, auth=auth),
+            build_openapi(max_batch=max_batch, max_body=max_body, auth=auth, signed=signed),
             indent=2,
             ensure_ascii=False,
         )
@@ -147,7 +243,8 @@ def _open(db_url: str) -> Backend:
 @click.option("--limit", default=10, show_default=True, type=click.IntRange(1))
 @click.option("--source-type", default=None, help="Only items of this source type")
 def claim(db_url: str, limit: int, source_type: str | None) -> None:
-    """Claim up to LIMIT queued items (queued -> running); print them as JSON lines."""
+    """Claim up to LIMIT queued items (queued -> running); print them as JSON lines,
+    each with the claim_id that done/failed must present."""
     from framework_ingest import handoff
 
     backend = _open(db_url)
@@ -158,35 +255,58 @@ def claim(db_url: str, limit: int, source_type: str | None) -> None:
         backend.close()
 
 
+_claim_option = click.option(
+    "--claim",
+    "claim_id",
+    required=True,
+    metavar="CLAIM_ID",
+    help="The claim_id that 'ingest claim' printed with these items (the fencing token)",
+)
+
+
+def _report(outcomes: dict[str, str]) -> None:
+    for key, outcome in outcomes.items():
+        _echo_json({"dedupe_key": key, "outcome": outcome})
+    stale = [k for k, o in outcomes.items() if o == "stale"]
+    if stale:
+        raise StaleClaim(
+            f"{len(stale)} of {len(outcomes)} key(s) stale: the claim was reaped, re-claimed "
+            "or the item updated since; their outcome was not recorded, drop the result"
+        )
+
+
 @ingest.command()
 @_db_option
+@_claim_option
 @click.argument("keys", nargs=-1, required=True)
-def done(db_url: str, keys: tuple[str, ...]) -> None:
-    """Mark claimed items done (a key that is not running is reported skipped)."""
+def done(db_url: str, claim_id: str, keys: tuple[str, ...]) -> None:
+    """Mark claimed items done. Per key: done, stale (exit 5: the claim no longer holds) or
+    skipped (unknown key, or already finished by this claim)."""
     from framework_ingest import handoff
 
     backend = _open(db_url)
     try:
-        for key, outcome in handoff.done(backend, keys).items():
-            _echo_json({"dedupe_key": key, "outcome": outcome})
+        outcomes = handoff.done(backend, claim_id, keys)
     finally:
         backend.close()
+    _report(outcomes)
 
 
 @ingest.command()
 @_db_option
+@_claim_option
 @click.argument("keys", nargs=-1, required=True)
 @click.option("--reason", required=True, help="Why, kept in last_error")
-def failed(db_url: str, keys: tuple[str, ...], reason: str) -> None:
-    """Mark claimed items failed with a reason."""
+def failed(db_url: str, claim_id: str, keys: tuple[str, ...], reason: str) -> None:
+    """Mark claimed items failed with a reason; outcomes (and exit 5) as for done."""
     from framework_ingest import handoff
 
     backend = _open(db_url)
     try:
-        for key, outcome in handoff.failed(backend, keys, reason).items():
-            _echo_json({"dedupe_key": key, "outcome": outcome})
+        outcomes = handoff.failed(backend, claim_id, keys, reason)
     finally:
         backend.close()
+    _report(outcomes)
 
 
 @ingest.command()
@@ -223,3 +343,35 @@ def stats(db_url: str) -> None:
         _echo_json(IngestStore(backend).stats())
     finally:
         backend.close()
+
+
+@ingest.command()
+@_db_option
+@_retention_options
+@click.option(
+    "--batch",
+    default=1000,
+    show_default=True,
+    type=click.IntRange(1),
+    help="Rows per transaction",
+)
+def purge(
+    db_url: str,
+    history_age: float | None,
+    idempotency_age: float | None,
+    event_age: float | None,
+    done_age: float | None,
+    batch: int,
+) -> None:
+    """Apply retention once and print what was removed as JSON. Never touches queued,
+    running or failed items; a done item keeps its key row (replays stay duplicates)."""
+    from framework_ingest import retention
+
+    backend = _open(db_url)
+    try:
+        counts = retention.purge(
+            backend, _policy(history_age, idempotency_age, event_age, done_age), batch=batch
+        )
+    finally:
+        backend.close()
+    _echo_json(counts)

@@ -7,6 +7,9 @@
                                  the HTTP layer answers 503 with ``Retry-After``
         +-- TransactionConflict  the database aborted a transaction to break a deadlock or a
                                  serialization conflict; the store retries it a few times
+    +-- StaleClaim      (exit 5) ``done``/``failed`` presented a lease that is no longer
+                                 the item's (reaped, re-claimed or updated): the outcome
+                                 was refused; the worker must drop its result
 
 This module owns nothing else; the CLI turns these into exit codes.
 """
@@ -15,6 +18,9 @@ from __future__ import annotations
 
 from framework.errors import FrameworkError, UsageError
 
+# Not one of the core's codes (0-4): a leased-queue outcome only the handoff has.
+EXIT_STALE = 5
+
 
 class IngestConfigError(UsageError):
     """The ingest endpoint was called or configured wrongly: a human fixes the call."""
@@ -22,6 +28,12 @@ class IngestConfigError(UsageError):
 
 class BackendUnavailable(FrameworkError):
     """The database cannot serve right now (locked past the timeout, connection lost)."""
+
+
+class StaleClaim(FrameworkError):
+    """A finish was refused because its claim is no longer the item's current lease."""
+
+    exit_code = EXIT_STALE
 
 
 class TransactionConflict(BackendUnavailable):

@@ -107,7 +107,7 @@ class ItemOut(BaseModel):
     source_id: str
     content_hash: str
     scraped_at: str
-    data: dict[str, Any]
+    data: dict[str, Any] | None = Field(description="null once retention purged a done item")
     version: int
     received_at: str
     updated_at: str
@@ -116,6 +116,30 @@ class ItemOut(BaseModel):
     claimed_at: str | None
     finished_at: str | None
     last_error: str | None
+    purged_at: str | None = Field(
+        description="When retention dropped this done item's data (the key row stays)"
+    )
+
+
+EventType = Literal["accepted", "updated", "claimed", "done", "failed", "reaped"]
+
+
+class Event(BaseModel):
+    """One change at the door, in commit order; consumers deduplicate by ``seq``."""
+
+    seq: int = Field(description="Strictly increasing, without holes")
+    type: EventType
+    dedupe_key: str
+    version: int = Field(description="The item version the change concerns")
+    content_hash: str | None = Field(default=None, description="accepted / updated only")
+    attempts: int | None = Field(default=None, description="handoff events only")
+    at: str
+
+
+class EventPage(BaseModel):
+    events: list[Event]
+    next_after: int = Field(description="Pass as `after` to get the next page")
+    last_seq: int = Field(description="The last sequence handed out so far")
 
 
 class SourceStats(BaseModel):

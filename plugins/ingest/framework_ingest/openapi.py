@@ -15,6 +15,7 @@ from framework_ingest.models import (
     IDEMPOTENCY_KEY_PATTERN,
     BatchItemIn,
     BatchResponse,
+    EventPage,
     Health,
     ItemIn,
     ItemOut,
@@ -57,8 +58,46 @@ _REPLAYED = {
 }
 
 
-def build_openapi(*, max_batch: int, max_body: int, auth: bool) -> dict[str, Any]:
-    """The document for an app with these limits (``auth``: whether a token is required)."""
+_SIGNATURE_PARAM = {
+    "name": "X-Framework-Signature",
+    "in": "header",
+    "required": True,
+    "description": "`t=<unix seconds>,v1=<hex>`: hex = HMAC-SHA256(secret, `{t}.` + the exact "
+    "body); several `v1=` entries allowed (rotation); each signature is accepted once",
+    "schema": {"type": "string"},
+}
+
+
+# Open API 3.1 reads the schema of an event stream as the schema of one message.
+_SSE_MESSAGE = {
+    "type": "object",
+    "properties": {
+        "id": {"type": "string", "description": "The event's seq"},
+        "data": {"type": "string", "description": "The Event as JSON"},
+        "event": {"type": "string"},
+        "retry": {"type": "integer"},
+    },
+}
+
+
+def _query_seq(name: str, description: str, maximum: int | None = None) -> dict[str, Any]:
+    schema: dict[str, Any] = {"type": "integer", "minimum": 0 if maximum is None else 1}
+    if maximum is not None:
+        schema["maximum"] = maximum
+    return {
+        "name": name,
+        "in": "query",
+        "required": False,
+        "description": description,
+        "schema": schema,
+    }
+
+
+def build_openapi(
+    *, max_batch: int, max_body: int, auth: bool, signed: bool = False
+) -> dict[str, Any]:
+    """The document for an app with these limits (``auth``: whether a token is required;
+    ``signed``: whether writes must carry ``X-Framework-Signature``)."""
     _, defs = models_json_schema(
         [
             (m, "validation" if m in (ItemIn, BatchItemIn) else "serialization")
@@ -68,6 +107,7 @@ def build_openapi(*, max_batch: int, max_body: int, auth: bool) -> dict[str, Any
                 ItemResult,
                 BatchResponse,
                 ItemOut,
+                EventPage,
                 Stats,
                 Health,
                 Problem,
@@ -85,13 +125,26 @@ def build_openapi(*, max_batch: int, max_body: int, auth: bool) -> dict[str, Any
     }
     unavailable = {"503": _problem("Storage busy or unreachable", _RETRY_AFTER)}
     security: list[dict[str, list[str]]] = [{"bearer": []}] if auth else []
+    write_guarded = dict(guarded)
+    if signed:
+        write_guarded["401"] = _problem(
+            "No bearer token, or a signature missing, invalid, outside the skew or replayed",
+            {
+                "WWW-Authenticate": {
+                    "description": "`Bearer` or `Signature`",
+                    "schema": {"type": "string"},
+                }
+            },
+        )
     write_errors = {
         "400": _problem("Malformed JSON"),
-        **guarded,
+        **write_guarded,
         "413": _problem(f"Body over {max_body} bytes"),
+        "415": _problem("Content-Type is not JSON"),
         "422": _problem("Invalid item; `errors` names the fields"),
         **unavailable,
     }
+    signature_params = [_SIGNATURE_PARAM] if signed else []
     paths: dict[str, Any] = {
         "/v1/items": {
             "post": {
@@ -99,6 +152,7 @@ def build_openapi(*, max_batch: int, max_body: int, auth: bool) -> dict[str, Any
                 "summary": "Upsert one item on its dedupe key",
                 "security": security,
                 "parameters": [
+                    *signature_params,
                     {
                         "name": "Idempotency-Key",
                         "in": "header",
@@ -111,7 +165,7 @@ def build_openapi(*, max_batch: int, max_body: int, auth: bool) -> dict[str, Any
                             "maxLength": 255,
                             "pattern": IDEMPOTENCY_KEY_PATTERN,
                         },
-                    }
+                    },
                 ],
                 "requestBody": {
                     "required": True,
@@ -141,6 +195,7 @@ def build_openapi(*, max_batch: int, max_body: int, auth: bool) -> dict[str, Any
                 "operationId": "postBatch",
                 "summary": "Upsert up to max_batch items; one result per element, in order",
                 "security": security,
+                "parameters": signature_params,
                 "requestBody": {
                     "required": True,
                     "content": {
@@ -176,7 +231,56 @@ def build_openapi(*, max_batch: int, max_body: int, auth: bool) -> dict[str, Any
                 "responses": {
                     "200": _json("The item", "ItemOut"),
                     **guarded,
-                    "404": _problem("No item with this key"),
+                    "404": _problem("No item with this key (also: a key no item can have)"),
+                    **unavailable,
+                },
+            }
+        },
+        "/v1/events": {
+            "get": {
+                "operationId": "getEvents",
+                "summary": "Events after a sequence number, oldest first (the outbox)",
+                "security": security,
+                "parameters": [
+                    _query_seq("after", "Return events with seq > after (default 0)"),
+                    _query_seq("limit", "At most this many (default 100)", maximum=1000),
+                ],
+                "responses": {
+                    "200": _json("A page of events", "EventPage"),
+                    **guarded,
+                    "410": _problem(
+                        "Events after `after` were purged; `oldest_after` says where to resume"
+                    ),
+                    "422": _problem("`after` or `limit` is not a number in range"),
+                    **unavailable,
+                },
+            }
+        },
+        "/v1/events/stream": {
+            "get": {
+                "operationId": "streamEvents",
+                "summary": "The events as Server-Sent Events (`id:` is seq), "
+                "resuming after Last-Event-ID",
+                "security": security,
+                "parameters": [
+                    _query_seq("after", "Start after this seq when no Last-Event-ID is sent"),
+                    {
+                        "name": "Last-Event-ID",
+                        "in": "header",
+                        "required": False,
+                        "description": "The last seq received; the stream resumes after it",
+                        "schema": {"type": "string"},
+                    },
+                ],
+                "responses": {
+                    "200": {
+                        "description": "An endless stream: `id: <seq>` and "
+                        "`data: <Event JSON>` per event",
+                        "content": {"text/event-stream": {"schema": _SSE_MESSAGE}},
+                    },
+                    **guarded,
+                    "410": _problem("Events after the resume point were purged"),
+                    "422": _problem("`after` or Last-Event-ID is not a number in range"),
                     **unavailable,
                 },
             }

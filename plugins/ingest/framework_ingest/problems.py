@@ -19,6 +19,12 @@ TITLES = {
     "too-large": "Payload too large",
     "batch-too-large": "Too many items in the batch",
     "unauthorized": "Authentication required",
+    "signature-required": "Signed request required",
+    "signature-invalid": "Signature refused",
+    "signature-expired": "Signature outside the allowed clock skew",
+    "signature-replayed": "Signature already used",
+    "unsupported-media-type": "Unsupported Content-Type",
+    "events-purged": "Events already purged",
     "forbidden": "Token refused",
     "not-found": "Not found",
     "method-not-allowed": "Method not allowed",
@@ -62,3 +68,13 @@ class ProblemError(Exception):
         super().__init__(detail or TITLES[slug])
         self.body = problem(status, slug, detail, errors)
         self.headers = dict(headers or {})
+
+    @classmethod
+    def from_body(
+        cls, body: dict[str, Any], headers: Mapping[str, str] | None = None
+    ) -> ProblemError:
+        """A problem built with :func:`problem` and extended with members of its own."""
+        slug = str(body["type"]).rsplit(":", 1)[-1]
+        error = cls(int(body["status"]), slug, body.get("detail"), headers=headers)
+        error.body = body
+        return error

@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
+from framework_ingest import events
 from framework_ingest.db import Backend, Row, Tx, format_time, utcnow
 from framework_ingest.errors import TransactionConflict
 from framework_ingest.problems import problem
@@ -36,7 +37,8 @@ ON CONFLICT (dedupe_key) DO UPDATE SET
     content_hash = excluded.content_hash, scraped_at = excluded.scraped_at,
     data = excluded.data, updated_at = excluded.updated_at,
     version = items.version + 1,
-    status = 'queued', attempts = 0, claimed_at = NULL, finished_at = NULL, last_error = NULL
+    status = 'queued', attempts = 0, claimed_at = NULL, finished_at = NULL, last_error = NULL,
+    claim_id = NULL, purged_at = NULL
 WHERE items.content_hash <> excluded.content_hash
 RETURNING version
 """
@@ -52,7 +54,7 @@ RETURNING key
 
 ITEM_COLUMNS = (
     "dedupe_key, source_type, source_id, content_hash, scraped_at, data, version, "
-    "received_at, updated_at, status, attempts, claimed_at, finished_at, last_error"
+    "received_at, updated_at, status, attempts, claimed_at, finished_at, last_error, purged_at"
 )
 
 STATUSES = ("queued", "running", "done", "failed")
@@ -114,8 +116,11 @@ class IngestStore:
         return self._put_keyed(p)
 
     def _put_plain(self, p: Prepared) -> Outcome:
+        now = utcnow()
         with self.backend.transaction() as tx:
-            return _result(p, tx.execute(UPSERT, upsert_params(p, utcnow())), tx)
+            outcome = _result(p, tx.execute(UPSERT, upsert_params(p, now)), tx)
+            events.append(tx, _events_of([outcome.body]), now)
+        return outcome
 
     def _put_keyed(self, p: Prepared) -> Outcome:
         assert p.idempotency_key is not None
@@ -128,9 +133,11 @@ class IngestStore:
         key = p.idempotency_key
 
         def write() -> Outcome:
+            now = utcnow()
             with self.backend.transaction() as tx:
-                outcome = _result(p, tx.execute(UPSERT, upsert_params(p, utcnow())), tx)
+                outcome = _result(p, tx.execute(UPSERT, upsert_params(p, now)), tx)
                 self._store_response(tx, key, outcome)
+                events.append(tx, _events_of([outcome.body]), now)
             return outcome
 
         try:
@@ -170,6 +177,9 @@ class IngestStore:
             else:
                 for i, e in valid:
                     results[i] = self._batch_one(tx, i, e, now)
+            # In the order the rows were written (key order), last in the transaction.
+            written = [results[i] for i, _ in valid]
+            events.append(tx, _events_of(r for r in written if r and not r.get("replayed")), now)
         for i, entry in enumerate(entries):
             if isinstance(entry, ItemInvalid):
                 results[i] = {
@@ -253,6 +263,27 @@ class IngestStore:
         except Exception:  # noqa: S110 - the original error matters more; the key goes stale
             pass
 
+    # -- signatures ---------------------------------------------------------------------
+
+    def remember_signatures(self, signatures: Sequence[str], until: float) -> bool:
+        """Record verified signatures until ``until`` (unix time); False when any of them
+        was recorded before (a replay). One table for every server process."""
+        expires = format_time(datetime.fromtimestamp(until, UTC))
+
+        def record() -> bool:
+            with self.backend.transaction() as tx:
+                fresh = True
+                for signature in signatures:
+                    rows = tx.execute(
+                        "INSERT INTO used_signatures (signature, expires_at) VALUES (?, ?) "
+                        "ON CONFLICT (signature) DO NOTHING RETURNING signature",
+                        (signature, expires),
+                    )
+                    fresh = fresh and bool(rows)
+                return fresh
+
+        return _retrying(record)
+
     # -- reads --------------------------------------------------------------------------
 
     def get(self, dedupe_key: str) -> dict[str, Any] | None:
@@ -325,6 +356,15 @@ def item_dict(row: Row) -> dict[str, Any]:
     out = dict(zip(names, row, strict=True))
     out["data"] = json.loads(out["data"])
     return out
+
+
+def _events_of(bodies: Iterable[Mapping[str, Any]]) -> list[events.Event]:
+    """The events of freshly stored results (a duplicate changed nothing: no event)."""
+    return [
+        events.Event(b["status"], b["dedupe_key"], int(b["version"]), b["content_hash"])
+        for b in bodies
+        if b.get("status") in ("accepted", "updated")
+    ]
 
 
 def _reused(key: str) -> Outcome:
