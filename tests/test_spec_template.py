@@ -105,3 +105,18 @@ def test_slug_is_stable_and_idempotent(text: str) -> None:
     once = slug(text)
     assert slug(once) == once
     assert " " not in once
+
+
+def test_env_references_stay_as_written_and_values_cannot_forge_one() -> None:
+    tpl = Template("/x/{id}?k={env:API_KEY}")
+    assert tpl.names == {"id"}
+    assert tpl.env == ("API_KEY",)
+    assert tpl.render({"id": 7}, quote=True) == "/x/7?k={env:API_KEY}"
+    # a page value that looks like a reference is text, never a reference
+    assert Template("{a}").render({"a": "{env:API_KEY}"}) == "{ env:API_KEY}"
+
+
+@pytest.mark.parametrize("text", ["{env:1A}", "{env:A|lower}", "{env: A}", "{env:}"])
+def test_malformed_env_references_are_refused(text: str) -> None:
+    with pytest.raises(TemplateError, match="is not an environment reference"):
+        Template(text)

@@ -205,6 +205,10 @@ class Template:
             s = _text(value)
             for fn in filters:
                 s = fn(s)
+            if "{env:" in s:
+                # A value comes from a page: it must not smuggle in a reference the
+                # crawl would resolve (a body echoing the job's token to the page's host).
+                s = s.replace("{env:", "{ env:")
             if quote:
                 s = _urlquote(s, safe=_URL_SAFE if at_start else "")
             out.append(s)
