@@ -92,6 +92,37 @@ def test_usage_errors_exit_2(
     assert run("job", "--workspace", str(ws.path / "nope"), "--endpoint", "http://x") == 2
 
 
+@pytest.mark.parametrize(
+    ("job", "where"),
+    [
+        ("../ws", "home/ws"),
+        ("../../escaped", "escaped"),
+        ("ABS", "abs"),
+        ("var/../../dots", "dots"),
+    ],
+)
+def test_a_job_name_that_leads_out_of_the_project_is_a_usage_error(
+    make_ship_workspace: Callable[..., Workspace],
+    ingest_server: IngestServer,
+    home: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    job: str,
+    where: str,
+) -> None:
+    """Without a spec the name names the workspace folder var/<job>: ``../ws`` would
+    ship from (and write the ship log of) a folder outside the project. Exit 2."""
+    (home / "var").mkdir()  # as in any project that crawled: ../ then resolves
+    ws = make_ship_workspace(2, name=where)
+    if job == "ABS":
+        job = str(ws.path)
+    log = ws.ship_log_path
+    assert run(job, "--endpoint", ingest_server.url) == 2
+    assert job in capsys.readouterr().err
+    assert not log.exists()
+    assert ingest_server.rows() == []
+
+
 def test_flag_beats_spec_beats_environment(
     make_ship_workspace: Callable[..., Workspace],
     make_ingest_server: Callable[..., IngestServer],
