@@ -252,7 +252,8 @@ def test_mask_outcome_defuses_references_a_page_wrote() -> None:
                 NewRow(kind="detail", url="http://h/p?x={env:BEAR}&t=t%2Fk%2Bn%3D1"),
                 NewRow(
                     kind="detail.t",
-                    url="http://h/x/1?k={env:KEY}",
+                    # joined to a redirect target's path that named BEAR: not the tab's
+                    url="http://h/{env:BEAR}/x/1?k={env:KEY}",
                     body="a=%7Benv%3AFORMV%7D",
                     context={"tab": "t", "item_key": "s:1"},
                 ),
@@ -264,7 +265,7 @@ def test_mask_outcome_defuses_references_a_page_wrote() -> None:
     link, tab = out.new_rows
     assert link.url == "http://h/p?x=%7Benv:BEAR}&t={env:TOK}"
     assert s.resolve(_row(link.url), {})[0] == "http://h/p?x=%7Benv:BEAR}&t=t%2Fk%2Bn%3D1"
-    assert tab.url == "http://h/x/1?k={env:KEY}"
+    assert tab.url == "http://h/%7Benv:BEAR}/x/1?k={env:KEY}"
     assert out.parts[0].value == {"echo": "{env:KEY}"}
 
 

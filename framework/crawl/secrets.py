@@ -30,7 +30,7 @@ import json
 import logging
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, quote_plus
 
@@ -78,9 +78,17 @@ def _strings(value: Any) -> list[str]:
 class Secrets:
     """The resolved values of one spec's ``{env:NAME}`` references."""
 
-    def __init__(self, values: Mapping[str, str], headers: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        values: Mapping[str, str],
+        headers: Mapping[str, str] | None = None,
+        tab_urls: Mapping[str, Iterable[str]] | None = None,
+    ) -> None:
         self.values = dict(values)
         self._headers = dict(headers or {})  # the job's headers, unresolved
+        # sub-tab row kind -> the names its URL template refers to (the only ones its
+        # rows may carry; any other came with the page URL it was joined to)
+        self._tab_urls = {k: frozenset(v) for k, v in (tab_urls or {}).items()}
         forms: dict[str, str] = {}
         for name, value in self.values.items():
             placeholder = "{env:" + name + "}"
@@ -119,7 +127,12 @@ class Secrets:
             if "\r" in value or "\n" in value:
                 raise UsageError(f"{where}: environment variable {name} holds a line break")
             values[name] = value
-        return cls(values, spec.headers)
+        tab_urls = {
+            f"{kind}.{tname}": Template(tab.url).env
+            for kind, page in spec.page_kinds().items()
+            for tname, tab in page.subtabs.items()
+        }
+        return cls(values, spec.headers, tab_urls)
 
     # ------------------------------------------------------------------ resolve
     def resolve(
@@ -185,9 +198,10 @@ class Secrets:
         m, mv = self.mask, self.mask_value
         rows = []
         for row in outcome.new_rows:
-            url = row.url
-            if "tab" not in row.context:  # a link a page chose: its own {env:} is text
-                url = url.replace("{env:", "%7Benv:")
+            # A reference the spec did not put there came from a page (a link, a
+            # redirect target): it is text, never resolved.
+            own = self._tab_urls.get(row.kind, frozenset()) if "tab" in row.context else None
+            url = _defuse_foreign(row.url, own or frozenset())
             rows.append(
                 dataclasses.replace(
                     row,
@@ -217,6 +231,14 @@ class Secrets:
         if self._forms and self not in _LOG_MASKERS:
             _LOG_MASKERS.append(self)
             _install_record_factory()
+
+
+def _defuse_foreign(url: str, own: frozenset[str]) -> str:
+    """``url`` with every reference not named in ``own`` made text: ``%7Benv:X}`` is
+    the same URL to a server, and no longer a reference."""
+    if "{env:" not in url:
+        return url
+    return ENV_REF.sub(lambda r: r.group(0) if r.group(1) in own else "%7B" + r.group(0)[1:], url)
 
 
 _LOG_MASKERS: list[Secrets] = []
