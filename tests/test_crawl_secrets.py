@@ -18,7 +18,8 @@ from framework.demo.http import Answer, Request
 from framework.demo.site import DemoSite
 from framework.errors import UsageError
 from framework.spec.models import JobSpec
-from framework.workspace import NewRow, Outcome, PartWrite, Row, RowStatus
+from framework.workspace import NewRow, Outcome, PartWrite, Row, RowStatus, redact_url
+from framework.workspace.jsonl import is_secret_key
 
 # Characters a URL or a form must encode, so every encoded form is exercised too.
 TOKEN = "tok/en+91=Zq"
@@ -318,3 +319,30 @@ def test_another_site_gets_only_the_origin_as_referer() -> None:
 
     policy = RefererMiddleware(Settings(default_settings("j"))).default_policy()
     assert policy.referrer("http://a.org/x?token=s3cr3t", "http://b.org/y") == "http://a.org/"
+
+
+# ------------------------------------------------------- the names masked in URL logs
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["pwd", "pass", "passwd", "access_key", "private_key", "jwt", "session", "sig",
+     "signature", "auth", "api_key", "apikey", "client_secret", "key", "access_token",
+     "X-Amz-Signature", "db_password", "aws_secret_access_key"],
+)  # fmt: skip
+def test_common_credential_parameters_are_masked_in_urls(name: str) -> None:
+    url = f"https://h/p?page=2&{name}=s3cr3t&author=me"
+    assert redact_url(url) == f"https://h/p?page=2&{name}=[redacted]&author=me"
+
+
+@pytest.mark.parametrize("name", ["page", "author", "keyword", "passage", "dedupe_key", "q"])
+def test_ordinary_parameters_stay(name: str) -> None:
+    url = f"https://h/p?{name}=x"
+    assert redact_url(url) == url
+
+
+def test_credential_keys_are_masked_in_log_records() -> None:
+    for key in ("pwd", "pass", "access_key", "private_key", "jwt", "client_secret", "x_pwd"):
+        assert is_secret_key(key), key
+    for key in ("dedupe_key", "item_key", "keys", "passage", "url"):
+        assert not is_secret_key(key), key
