@@ -319,6 +319,7 @@ def test_spec_setting_values_are_type_checked(tmp_path: Path) -> None:
           FRAMEWORK_RETRY_AFTER_CAP: true
           DEFAULT_REQUEST_HEADERS: {Accept: [text/html]}
           USER_AGENT: ""
+          FRAMEWORK_MAX_ATTEMPTS: 0
         """,
     )
     assert got == [
@@ -331,6 +332,7 @@ def test_spec_setting_values_are_type_checked(tmp_path: Path) -> None:
         "13:28: wrong value for setting 'DEFAULT_REQUEST_HEADERS': {'Accept': ['text/html']};"
         " expected a mapping of header names to texts",
         "14:15: wrong value for setting 'USER_AGENT': ''; expected a text",
+        "15:27: wrong value for setting 'FRAMEWORK_MAX_ATTEMPTS': 0; expected an integer >= 1",
     ]
 
 

@@ -89,6 +89,7 @@ SPEC_SETTINGS: dict[str, tuple[str, float | None]] = {
 # The framework's own settings, typed by their defaults; FRAMEWORK_FRESH is a decision
 # of one run (`--fresh`), never of a spec that every run reads.
 _NOT_IN_SPECS = frozenset({"FRAMEWORK_FRESH"})
+_AT_LEAST_ONE = {"FRAMEWORK_MAX_ATTEMPTS": 1, "FRAMEWORK_ERROR_RATE_WINDOW": 1}
 _TRUSTED_HINT = (
     "put it in the project's Scrapy settings module or pass `-s {name}=...` on the "
     "command line (both are code you trust)"
@@ -107,7 +108,7 @@ def spec_settings() -> dict[str, tuple[str, float | None]]:
         if isinstance(default, bool):
             out[name] = ("bool", None)
         elif isinstance(default, int):
-            out[name] = ("int", 0)
+            out[name] = ("int", _AT_LEAST_ONE.get(name, 0))
         elif isinstance(default, str):
             out[name] = ("text", None)
         else:  # float, or None for "no limit": a number
