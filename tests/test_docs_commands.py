@@ -1,0 +1,383 @@
+"""Every command in README.md and docs/*.md runs as written.
+
+How a document marks its shell blocks (an HTML comment on the line right before the
+opening fence; rendered Markdown does not show it):
+
+- ``<!-- runnable -->``: every command of the block is run by this test and must exit 0.
+  Options inside the comment: ``exits=0,4`` (the exit codes every command of the block
+  may end with) and ``after=crawl`` (the demo job is crawled once before the file's
+  first such block, for blocks that need a workspace to look at). A comment that
+  starts with ``exits N`` (``framework crawl demo  # exits 4: ...``) sets that one
+  command's expected exit code.
+- ``<!-- illustrative: <reason> -->``: not run; the reason is required (a synopsis, a
+  crontab line, a command that needs a real remote endpoint or minutes of time, ...).
+
+A shell block is a fenced block whose info string is ``sh``, ``shell``, ``bash`` or
+``console``, or an unlabelled one whose first line starts with a command this project
+documents (``framework``, ``scrapy``, ``make``, ``.venv/bin/...``, ``python``, ``pip``,
+``cd``, ``*/`` as in a crontab, possibly after ``NAME=value`` assignments). Every shell
+block of every file must carry one of the two markers.
+
+How the commands run: each file gets its own copy of the working tree (no ``.git``,
+``var`` or caches; ``.venv`` is a symlink to the virtualenv running this test, whose
+``bin`` comes first on ``PATH``). Blocks run in document order, one command at a time,
+through ``bash -c`` from the copy's root, so state carries over from block to block as
+it would for a reader typing them. A command ending in ``&`` is started in the
+background (its own process group, stopped at the end of the file) and, when it names a
+port, waited for until that port accepts connections.
+
+The documents name fixed ports (the demo site on 8800, the ingest endpoint on 8700); a
+test may not rely on fixed ports, so each file's ports are mapped to free ones, in its
+commands and in the copy's ``projects/demo/job.yaml``, and that is the only rewriting a
+command gets. When no command of a file serves the demo site or the ingest endpoint
+itself, this test serves them on the mapped ports (the fixture site in-process on port
+0, the reference ingest server as a child on port 0 whose real port is read back).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from framework.demo.site import DemoSite
+
+REPO = Path(__file__).resolve().parent.parent
+DOC_FILES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+SITE_PORT, INGEST_PORT = 8800, 8700
+SHELL_INFOS = {"sh", "shell", "bash", "console"}
+COMMAND_START = re.compile(
+    r"^(?:[A-Z_][A-Z0-9_]*=\S*\s+)*"
+    r"(?:framework|scrapy|make|python3?|pip|cd|\.venv/bin/\S+|\*/\d+)(?:\s|$)"
+)
+FENCE = re.compile(r"^(\s*)(```+)(.*)$")
+MARKER = re.compile(r"^\s*<!--\s*(runnable|illustrative)\b(.*?)-->\s*$")
+COPY_IGNORE = shutil.ignore_patterns(
+    ".git",
+    ".venv",
+    "var",
+    "__pycache__",
+    ".mypy_cache",
+    ".ruff_cache",
+    ".pytest_cache",
+    "*.egg-info",
+)
+
+pytestmark = pytest.mark.timeout(600)
+
+
+@dataclass
+class Block:
+    path: Path
+    line: int  # 1-based line of the opening fence
+    info: str
+    body: list[str]
+    marker: str | None  # "runnable", "illustrative" or None
+    options: str = ""
+
+    @property
+    def where(self) -> str:
+        return f"{self.path.relative_to(REPO)}:{self.line}"
+
+    @property
+    def is_shell(self) -> bool:
+        if self.info.split()[:1] and self.info.split()[0] in SHELL_INFOS:
+            return True
+        first = next((ln.strip() for ln in self.body if ln.strip()), "")
+        return not self.info and bool(COMMAND_START.match(first))
+
+    def exits(self) -> set[int]:
+        found = re.search(r"\bexits=([\d,]+)", self.options)
+        return {int(n) for n in found.group(1).split(",")} if found else {0}
+
+    @property
+    def after_crawl(self) -> bool:
+        return "after=crawl" in self.options
+
+    def commands(self) -> list[str]:
+        """The block's commands: continuation lines joined, blank and comment lines dropped."""
+        out: list[str] = []
+        pending = ""
+        for raw in self.body:
+            line = raw.strip()
+            if line.endswith("\\"):
+                pending += line[:-1] + " "
+                continue
+            line = pending + line
+            pending = ""
+            if line and not line.startswith("#"):
+                out.append(line)
+        return out
+
+
+def blocks_of(path: Path) -> list[Block]:
+    lines = path.read_text(encoding="utf-8").splitlines()
+    found: list[Block] = []
+    i = 0
+    while i < len(lines):
+        opening = FENCE.match(lines[i])
+        if not opening:
+            i += 1
+            continue
+        indent, ticks, info = opening.groups()
+        body: list[str] = []
+        j = i + 1
+        while j < len(lines) and not re.match(rf"^\s*{ticks}\s*$", lines[j]):
+            body.append(lines[j][len(indent) :] if lines[j].startswith(indent) else lines[j])
+            j += 1
+        assert j < len(lines), f"{path}:{i + 1}: unclosed fence"
+        marker = MARKER.match(lines[i - 1]) if i > 0 else None
+        found.append(
+            Block(
+                path,
+                i + 1,
+                info.strip(),
+                body,
+                marker.group(1) if marker else None,
+                marker.group(2).strip(" :") if marker else "",
+            )
+        )
+        i = j + 1
+    return found
+
+
+def test_every_file_is_covered() -> None:
+    """Each shell block of every file says whether it runs; illustrative ones say why."""
+    assert (REPO / "README.md") in DOC_FILES
+    assert len(DOC_FILES) > 1
+    problems = []
+    for path in DOC_FILES:
+        for block in blocks_of(path):
+            if block.marker is None and block.is_shell:
+                problems.append(
+                    f"{block.where}: a shell block marked neither runnable nor illustrative"
+                )
+            if block.marker == "illustrative" and not block.options:
+                problems.append(f"{block.where}: illustrative without a reason")
+            if block.marker is not None and not block.is_shell:
+                problems.append(f"{block.where}: marked {block.marker} but not a shell block")
+    assert problems == []
+
+
+def test_the_marker_rules_catch_an_unmarked_block(tmp_path: Path) -> None:
+    doc = tmp_path / "doc.md"
+    doc.write_text(
+        "```sh\nframework crawl demo\n```\n\n```\nFOO=1 framework ship demo\n```\n\n"
+        "<!-- illustrative: a synopsis -->\n```\nframework x [--y]\n```\n\n"
+        "```\nprojects/demo/job.yaml:1:1: not a command\n```\n\n"
+        "<!-- runnable exits=0,4 after=crawl -->\n```sh\nframework a \\\n  --b\n# c\n```\n",
+        encoding="utf-8",
+    )
+    blocks = blocks_of(doc)
+    assert [(b.is_shell, b.marker) for b in blocks] == [
+        (True, None),
+        (True, None),
+        (True, "illustrative"),
+        (False, None),
+        (True, "runnable"),
+    ]
+    assert blocks[2].options == "a synopsis"
+    assert blocks[4].commands() == ["framework a  --b"]
+    assert blocks[4].exits() == {0, 4}
+    assert blocks[4].after_crawl
+
+
+# -- running ------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, f"background command exited {proc.returncode}"
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"nothing listens on {port} after {timeout} s")
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+@dataclass
+class Sandbox:
+    """A copy of the working tree with the documents' ports mapped to free ones."""
+
+    root: Path
+    ports: dict[int, int]
+    env: dict[str, str]
+    background: list[subprocess.Popen[bytes]] = field(default_factory=list)
+
+    def rewrite(self, command: str) -> str:
+        for doc_port, port in self.ports.items():
+            command = re.sub(rf"(?<!\d){doc_port}(?!\d)", str(port), command)
+        return command
+
+    def run(self, command: str, exits: set[int], where: str) -> None:
+        line = self.rewrite(command)
+        expected = re.search(r"#\s*exits (\d+)\b", command)
+        allowed = {int(expected.group(1))} if expected else exits
+        if re.search(r"&\s*(#.*)?$", line):
+            proc = subprocess.Popen(
+                ["bash", "-c", line.split("#", 1)[0].rstrip().rstrip("&")],
+                cwd=self.root,
+                env=self.env,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+            self.background.append(proc)
+            port = re.search(r"--port (\d+)", line)
+            if port:
+                wait_port(int(port.group(1)), proc)
+            return
+        done = subprocess.run(
+            ["bash", "-c", line],
+            cwd=self.root,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+        assert done.returncode in allowed, (
+            f"{where}: `{command}` exited {done.returncode}, expected {sorted(allowed)}\n"
+            f"--- stdout\n{done.stdout[-3000:]}\n--- stderr\n{done.stderr[-3000:]}"
+        )
+
+    def stop(self) -> None:
+        for proc in self.background:
+            stop(proc)
+
+
+@contextlib.contextmanager
+def sandbox(tmp_path: Path, commands: list[str]) -> Iterator[Sandbox]:
+    root = tmp_path / "repo"
+    shutil.copytree(REPO, root, ignore=COPY_IGNORE, symlinks=True)
+    (root / ".venv").symlink_to(Path(sys.prefix))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("FRAMEWORK_", "DEMO_"))}
+    env["PATH"] = f"{root / '.venv' / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+    text = "\n".join(commands)
+    own_site = "framework.demo.site" in text
+    own_ingest = "ingest serve" in text
+    with contextlib.ExitStack() as stack:
+        if own_site:
+            site_port = free_port()
+        else:
+            site = stack.enter_context(DemoSite(port=0))
+            site_port = int(site.url.rsplit(":", 1)[1])
+        box = Sandbox(root, {SITE_PORT: site_port}, env)
+        stack.callback(box.stop)
+        if own_ingest:
+            box.ports[INGEST_PORT] = free_port()
+        else:
+            box.ports[INGEST_PORT] = serve_ingest(box)
+        spec = root / "projects" / "demo" / "job.yaml"
+        spec.write_text(box.rewrite(spec.read_text(encoding="utf-8")), encoding="utf-8")
+        yield box
+
+
+def serve_ingest(box: Sandbox) -> int:
+    log = box.root / "var" / "docs-ingest.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [
+                "framework",
+                "ingest",
+                "serve",
+                "--db",
+                "sqlite:///var/docs-ingest.sqlite",
+                "--port",
+                "0",
+            ],
+            cwd=box.root,
+            env=box.env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    box.background.append(proc)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        found = re.search(r"on http://127\.0\.0\.1:(\d+)", log.read_text(errors="replace"))
+        if found:
+            return int(found.group(1))
+        assert proc.poll() is None, log.read_text(errors="replace")
+        time.sleep(0.05)
+    raise AssertionError("the ingest server did not start")
+
+
+@pytest.mark.parametrize("path", DOC_FILES, ids=lambda p: str(p.relative_to(REPO)))
+def test_runnable_blocks_run_as_written(path: Path, tmp_path: Path) -> None:
+    runnable = [b for b in blocks_of(path) if b.marker == "runnable"]
+    shell = [b for b in blocks_of(path) if b.is_shell]
+    # A file is covered when its runnable blocks pass; a file without any has only
+    # illustrative shell blocks (test_every_file_is_covered) or none at all.
+    if not runnable:
+        assert all(b.marker == "illustrative" for b in shell)
+        return
+    with sandbox(tmp_path, [c for b in runnable for c in b.commands()]) as box:
+        crawled = False
+        for block in runnable:
+            if block.after_crawl and not crawled:
+                box.run("framework crawl demo", {0, 4}, f"{block.where} (after=crawl)")
+                crawled = True
+            for command in block.commands():
+                box.run(command, block.exits(), block.where)
+
+
+def test_ship_dry_run_needs_no_endpoint(tmp_path: Path) -> None:
+    """docs/shipping.md's `framework ship <job> --dry-run`: a dry run sends nothing."""
+    with sandbox(tmp_path, []) as box:
+        box.run("framework crawl demo -L WARNING", {4}, "setup")
+        box.run("framework ship demo --dry-run", {0}, "dry run")
+        box.run("framework ship demo", {2}, "a real run still needs an endpoint")
+
+
+def test_readme_example_error_is_the_real_output(tmp_path: Path) -> None:
+    """The README's bad-spec example is what `framework validate` prints for that mistake."""
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    shown = re.search(r"^(projects/myjob/job\.yaml:\d+:\d+: unknown key 'feilds'.*)$", readme, re.M)
+    assert shown, "the README shows no example error for the 'feilds' typo"
+    root = tmp_path / "repo"
+    shutil.copytree(REPO, root, ignore=COPY_IGNORE, symlinks=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FRAMEWORK_")}
+    cli = [sys.executable, "-c", "import sys; from framework.cli import main; sys.exit(main())"]
+    subprocess.run(
+        [*cli, "new", "myjob", "--template", "list-detail-subtabs"], cwd=root, env=env, check=True
+    )
+    spec = root / "projects" / "myjob" / "job.yaml"
+    text = spec.read_text(encoding="utf-8")
+    # The mistake the README describes: the detail page's `fields:` misspelt.
+    head, sep, tail = text.partition("\ndetail:\n")
+    spec.write_text(head + sep + tail.replace("  fields:", "  feilds:", 1), encoding="utf-8")
+    done = subprocess.run(
+        [*cli, "validate", "myjob"], cwd=root, env=env, capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 2
+    assert shown.group(1) in done.stderr.splitlines(), (shown.group(1), done.stderr)
