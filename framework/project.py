@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from framework.errors import SpecError, SpecProblem
+from framework.errors import SpecError, SpecProblem, UsageError
 
 
 def find_root(start: Path | None = None) -> Path:
@@ -25,11 +25,26 @@ def find_root(start: Path | None = None) -> Path:
     return here
 
 
+def check_job_name(name: str) -> str:
+    """``name`` when it is a job name (what a spec's ``name:`` may be: letters, digits,
+    ``_`` or ``-``), else :class:`UsageError`. A job name becomes the folder
+    ``var/<job>``: ``../x``, ``/etc`` or ``a/b`` would lead out of it."""
+    from framework.spec.models import JOB_NAME_RE
+
+    if not JOB_NAME_RE.match(name):
+        raise UsageError(
+            f"{name!r} is not a job name (letters, digits, '_' or '-', as in a spec's "
+            "name:); to read a workspace elsewhere, pass --workspace DIR"
+        )
+    return name
+
+
 def workspace_path(root: Path, job: str, override: str | Path | None = None) -> Path:
-    """The job's workspace (its JOBDIR): ``override`` wins, else ``<root>/var/<job>``."""
+    """The job's workspace (its JOBDIR): ``override`` wins, else ``<root>/var/<job>``
+    (``job`` must be a job name: :func:`check_job_name`)."""
     if override is not None and str(override) != "":
         return Path(override).resolve()
-    return root / "var" / job
+    return root / "var" / check_job_name(job)
 
 
 def job_files(root: Path, *, problems: list[SpecProblem] | None = None) -> dict[str, Path]:
@@ -73,10 +88,14 @@ def job_files(root: Path, *, problems: list[SpecProblem] | None = None) -> dict[
     return found
 
 
-def resolve_job(name_or_path: str, root: Path) -> Path:
-    """A job name (from ``projects/*/job.yaml``) or a path to a spec file or its folder."""
+def resolve_job(name_or_path: str, root: Path, *, names_only: bool = False) -> Path:
+    """A job name (from ``projects/*/job.yaml``) or a path to a spec file or its folder.
+    With ``names_only`` (commands whose argument names a workspace: status, requeue,
+    ship) anything but a job name is a :class:`UsageError`, never a path."""
     from framework.errors import JobNotFound
 
+    if names_only:
+        check_job_name(name_or_path)
     candidate = Path(name_or_path)
     looks_like_path = (
         name_or_path.endswith((".yaml", ".yml")) or "/" in name_or_path or (os.sep in name_or_path)

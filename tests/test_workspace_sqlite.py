@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from framework.errors import WorkspaceError
+from framework.errors import WorkspaceBroken, WorkspaceError
 from framework.workspace import (
     ErrorKind,
     ItemWrite,
@@ -86,11 +86,12 @@ def test_newer_schema_is_refused(tmp_path: Path) -> None:
         SqliteStore.open(path, readonly=True)
 
 
-def test_a_file_that_is_not_sqlite_is_a_workspace_error(tmp_path: Path) -> None:
+def test_a_file_that_is_not_sqlite_is_a_broken_workspace(tmp_path: Path) -> None:
     path = tmp_path / "state.sqlite"
     path.write_bytes(b"this is not a database, just text that is long enough" * 100)
-    with pytest.raises(WorkspaceError, match="not a readable workspace"):
+    with pytest.raises(WorkspaceBroken, match="damaged .* restore .* --fresh") as caught:
         SqliteStore.open(path)
+    assert caught.value.exit_code == 4
 
 
 def test_readonly_store_refuses_writes(tmp_path: Path) -> None:

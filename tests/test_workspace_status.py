@@ -150,6 +150,7 @@ def test_last_run_and_spec_changes_come_from_events(
         "duration_s": None,
         "counts": {},
         "exit_code": None,
+        "requeued_since": False,
     }
     assert r["spec"] == {
         "hash": "sha256:one",

@@ -28,7 +28,12 @@ def _setting(values: tuple[str, ...]) -> dict[str, str]:
     "-s", "--set", "settings", multiple=True, metavar="NAME=VALUE", help="a Scrapy setting"
 )
 @click.option("-o", "--output", multiple=True, metavar="FILE", help="also write items to a feed")
-@click.option("-L", "--loglevel", default=None, help="log level (default INFO)")
+@click.option(
+    "-L",
+    "--loglevel",
+    default=None,
+    help="log level: CRITICAL, ERROR, WARNING, INFO (default), DEBUG",
+)
 def crawl(
     job: str,
     workspace: str | None,
@@ -45,8 +50,10 @@ def crawl(
     interrupted: run again later), 4 when a breaker halted it or rows ended in error
     (a human must look), 2 on usage or spec errors.
     """
-    from framework.crawl.process import run_crawl, verdict
+    from framework.crawl.process import log_level, run_crawl, verdict
 
+    if loglevel:
+        loglevel = log_level(loglevel)  # a bad level is a one-line usage error (exit 2)
     root = find_root()
     spec_path = resolve_job(job, root)
     overrides: dict[str, object] = dict(_setting(settings))

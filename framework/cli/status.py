@@ -9,11 +9,15 @@ recorded in the workspace's meta), no network, and it works while a crawl runs.
 from __future__ import annotations
 
 import json
+import sqlite3
 from typing import Any
 
 import click
 
-from framework.project import find_root, workspace_path
+from framework.errors import WorkspaceBroken
+from framework.project import check_job_name, find_root, workspace_path
+from framework.workspace.integrity import Integrity
+from framework.workspace.sqlite_base import workspace_fault
 from framework.workspace.status import build_status
 from framework.workspace.workspace import Workspace
 
@@ -21,8 +25,9 @@ DEFAULT_MAX_ATTEMPTS = 3
 
 
 def open_job_workspace(job: str, override: str | None, *, readonly: bool) -> Workspace:
-    """The job's existing workspace (never creates one): WorkspaceError when missing."""
-    path = workspace_path(find_root(), job, override)
+    """The job's existing workspace (never creates one): WorkspaceError when missing,
+    UsageError when ``job`` is not a job name (``../x``, ``/etc``)."""
+    path = workspace_path(find_root(), check_job_name(job), override)
     return Workspace.open(path, create=False, readonly=readonly)
 
 
@@ -42,14 +47,41 @@ def recorded_max_attempts(ws: Workspace) -> int:
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object for scripts.")
 @click.option("--top", default=10, show_default=True, type=click.IntRange(min=1))
 def status(job: str, workspace: str | None, as_json: bool, top: int) -> int:
-    """Show rows per kind and status, items, exhausted and misbehaving URLs, last run."""
+    """Show rows per kind and status, items, exhausted and misbehaving URLs, last run.
+
+    Exit 0, or 4 when the workspace is damaged or lost committed rows (one line on
+    stderr says what to do; the report, when it can be read, is printed first)."""
     with open_job_workspace(job, workspace, readonly=True) as ws:
-        report = build_status(ws, max_attempts=recorded_max_attempts(ws), top=top)
+        try:
+            report = build_status(ws, max_attempts=recorded_max_attempts(ws), top=top)
+        except sqlite3.DatabaseError as exc:  # a page open() did not read was damaged
+            fault = workspace_fault(exc, ws.state_path)
+            if fault is None:
+                raise
+            raise fault from exc
+        problem = Integrity(
+            lost_rows=report["integrity"]["lost_ok_rows"],
+            examples=report["integrity"]["lost_examples"],
+        ).problem(ws)
     if as_json:
         click.echo(json.dumps(report, ensure_ascii=False, indent=2, sort_keys=False))
     else:
         click.echo(render(job, report))
+    if problem is not None:
+        raise WorkspaceBroken(problem)
     return 0
+
+
+# how each state reads, with the exit code the crawl gave (or will give) for it
+STATES = {
+    "done": "done (exit 0)",
+    "unfinished": "unfinished: {to_fetch} rows to fetch (exit 3: run the crawl again)",
+    "not_started": "not started: no rows yet (exit 3: run the crawl)",
+    "needs_attention": "needs attention: {exhausted} rows in error (exit 4: see below, "
+    "then requeue or fix the spec)",
+    "halted": "halted by the last run (exit 4: a human must look)",
+    "broken": "BROKEN: the workspace lost committed rows (exit 4)",
+}
 
 
 def _table(headers: list[str], rows: list[list[Any]]) -> list[str]:
@@ -69,7 +101,7 @@ def _clip(text: Any, width: int) -> str:
 
 def render(job: str, r: dict[str, Any]) -> str:
     out: list[str] = []
-    state = "done" if r["done"] else "unfinished"
+    state = STATES.get(r["state"], r["state"]).format(**r["queue"])
     if r["crawl_running"]:
         state += " (a crawl is running)"
     out.append(f"job {job}: {state}   workspace {r['workspace']}")

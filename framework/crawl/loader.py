@@ -13,10 +13,12 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
+from framework.crawl.process import log_level, preflight
 from framework.crawl.spider import JobSpider, spider_class
 from framework.errors import FrameworkError
 from framework.project import find_root, job_files
 from framework.spec import load_spec
+from framework.workspace.workspace import held_by, lock_held
 
 if TYPE_CHECKING:
     from typing import Self
@@ -31,15 +33,23 @@ class JobSpiderLoader:
         self.workspace_root = workspace_root
         self._files = job_files(root)
         self._loaded: dict[str, type[JobSpider]] = {}
+        self.jobdir: str | None = None  # `-s JOBDIR=...`, else the spider's default
+        self.fresh = False  # `-s FRAMEWORK_FRESH=1`
 
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> Self:
         root = Path(settings.get("FRAMEWORK_ROOT") or find_root())
         workspaces = Path(settings.get("FRAMEWORK_WORKSPACES") or root / "var")
         try:
-            return cls(root, workspaces)
+            # Built before Scrapy configures logging: a bad -L is said here in one line
+            # (Scrapy would end in a traceback).
+            log_level(str(settings.get("LOG_LEVEL") or "INFO"))
+            loader = cls(root, workspaces)
         except FrameworkError as exc:
             _die(exc)
+        loader.jobdir = settings.get("JOBDIR") or None
+        loader.fresh = settings.getbool("FRAMEWORK_FRESH", False)
+        return loader
 
     def load(self, spider_name: str) -> type[JobSpider]:
         if spider_name in self._loaded:
@@ -49,6 +59,13 @@ class JobSpiderLoader:
             raise KeyError(f"Spider not found: {spider_name}")
         try:
             cls = spider_class(load_spec(path), path, self.workspace_root)
+            # Asked here, while an error can still end the command in one line: once the
+            # crawl runs, Scrapy reports a failure to start as an asyncio traceback.
+            jobdir = Path(self.jobdir or (cls.custom_settings or {})["JOBDIR"])
+            holder = held_by(jobdir / "crawl.lock")
+            if holder is not None:
+                raise lock_held(jobdir / "crawl.lock", holder)
+            preflight(jobdir, fresh=self.fresh)
         except FrameworkError as exc:
             _die(exc)
         self._loaded[spider_name] = cls

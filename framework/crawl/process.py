@@ -1,14 +1,21 @@
 """Run one job in this process, the way ``scrapy crawl`` does, and say how it ended.
 
 ``framework crawl`` uses this; ``scrapy crawl`` runs the very same spider class through
-the same spider loader. The end of a run becomes one of the contract's verdicts:
-drained (every row ok), a checkpoint (run again later), or halted (a human must look).
+the same spider loader. The end of a run becomes one of the contract's verdicts
+(:mod:`framework.crawl.verdict`): drained (every row ok), a checkpoint (run again
+later), or halted (a human must look).
+
+Before the crawl writes anything, the workspace is checked whole (a damaged state file,
+or commits lost behind the URL log: :mod:`framework.workspace.integrity`); ``--fresh``
+starts over instead (a damaged state file is set aside, not deleted). SIGINT/SIGTERM
+are :class:`framework.crawl.stopping.SignalStop`'s, not Scrapy's.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -18,21 +25,40 @@ from scrapy.utils.conf import feed_process_params_from_cli
 from twisted.python.failure import Failure
 
 from framework import scrapy_settings
-from framework.crawl.runtime import (
-    REASON_ALREADY_DONE,
-    REASON_ERROR_RATE,
-    REASON_FINISHED,
-)
 from framework.crawl.spider import spider_class
-from framework.errors import Checkpoint, FrameworkError, Halted
+from framework.crawl.stopping import SignalStop
+from framework.crawl.verdict import (
+    CHECKPOINT_REASONS,
+    HALT_REASONS,
+    REASON_BROKEN,
+    REASON_DISK_FULL,
+    exit_code,
+)
+from framework.errors import (
+    EXIT_CHECKPOINT,
+    EXIT_OK,
+    Checkpoint,
+    FrameworkError,
+    Halted,
+    UsageError,
+    WorkspaceBroken,
+    WorkspaceError,
+)
 from framework.spec import load_spec
 from framework.workspace import RowStatus, Workspace
+from framework.workspace.integrity import check
+from framework.workspace.workspace import STATE_FILE, URLS_FILE
 
-CHECKPOINT_REASONS = {
-    "max_requests": "the --max-requests cap was reached",
-    "rate_limited": "the site rate-limited the crawl",
-    "shutdown": "interrupted",
-}
+LOG_LEVELS = ("CRITICAL", "ERROR", "WARNING", "INFO", "DEBUG")
+
+
+def log_level(value: str) -> str:
+    """``value`` as a log level name (any case), else a one-line UsageError (exit 2):
+    Scrapy would fail with a traceback when it configures logging."""
+    level = value.strip().upper()
+    if level not in LOG_LEVELS:
+        raise UsageError(f"-L/--loglevel expects one of {', '.join(LOG_LEVELS)}, got {value!r}")
+    return level
 
 
 @dataclass(frozen=True)
@@ -44,6 +70,7 @@ class CrawlResult:
     pending: int
     errors: int
     items: dict[str, int]
+    fault: FrameworkError | None = None  # a full disk or damaged file that stopped it
 
 
 def run_crawl(
@@ -67,21 +94,88 @@ def run_crawl(
     settings.setdict(cmdline, priority="cmdline")
     process = CrawlerProcess(settings)
     crawler = process.create_crawler(spidercls)
+    jobdir = Path(crawler.settings.get("JOBDIR"))
+    preflight(jobdir, fresh=crawler.settings.getbool("FRAMEWORK_FRESH", False))
     failures: list[BaseException] = []
 
     def keep(failure: Failure) -> None:
         failures.append(failure.value or RuntimeError("unknown start failure"))
 
     process.crawl(crawler).addErrback(keep)
-    process.start()
+    # only now: crawl() installs the reactor the settings ask for
+    from twisted.internet import reactor
+
+    stop = SignalStop.from_crawler(crawler)
+    reactor.addSystemEventTrigger("after", "startup", stop.install)  # type: ignore[arg-type]
+    process.start(install_signal_handlers=False)
+    if stop.forced is not None:
+        # A forced stop skipped the reactor's shutdown, which also stops its thread
+        # pool: its idle threads would keep the process from exiting.
+        pool = getattr(reactor, "threadpool", None)
+        if pool is not None:
+            pool.stop()
     if failures:
         # A failure to start (workspace locked, unreadable...) is ours to report as-is.
         if isinstance(failures[0], FrameworkError):
             raise failures[0]
         raise FrameworkError(f"the crawl could not start: {failures[0]!r}") from failures[0]
-    reason = spidercls.close_reason or (crawler.stats.get_value("finish_reason") or "unknown")
-    jobdir = Path(crawler.settings.get("JOBDIR"))
-    return summarize(spec.name, reason, jobdir)
+    reason = (
+        spidercls.close_reason
+        or stop.forced
+        or crawler.stats.get_value("finish_reason")
+        or "unknown"
+    )
+    spider = getattr(crawler, "spider", None)
+    fault = getattr(getattr(spider, "runtime", None), "workspace_fault", None)
+    if reason == REASON_BROKEN and isinstance(fault, FrameworkError):
+        raise fault  # the state file cannot be read back for a summary
+    result = summarize(spec.name, reason, jobdir)
+    if isinstance(fault, FrameworkError):
+        return CrawlResult(**{**result.__dict__, "fault": fault})
+    return result
+
+
+def preflight(jobdir: Path, *, fresh: bool) -> None:
+    """Refuse a damaged workspace before the crawl writes to it (WorkspaceBroken, exit 4,
+    one line saying what to do). A ``fresh`` run starts over instead: its rows go anyway,
+    and a damaged state file is set aside (renamed, never deleted) for a new one."""
+    state = jobdir / STATE_FILE
+    if not state.is_file():
+        return
+    if state.stat().st_size == 0:
+        # SQLite would quietly make a new database of an emptied file: only a
+        # workspace that never sent a request may start from one.
+        if not fresh and (jobdir / URLS_FILE).is_file() and (jobdir / URLS_FILE).stat().st_size:
+            raise WorkspaceBroken(
+                f"{state}: the state file is empty but urls.jsonl names requests made: "
+                "restore the workspace folder from a backup, or start over with `crawl --fresh`"
+            )
+        return
+    try:
+        with Workspace.open(jobdir, create=False, readonly=True) as ws:
+            found = check(ws, deep=True)
+            problem = found.problem(ws)
+    except WorkspaceBroken:
+        if not fresh:
+            raise
+        _set_aside(state)
+        return
+    except WorkspaceError:
+        return  # not ours to judge here: the crawl's own open says what is wrong
+    if problem is None:
+        return
+    if found.damaged is not None and fresh:
+        _set_aside(state)
+    elif not fresh:
+        raise WorkspaceBroken(problem)
+
+
+def _set_aside(state: Path) -> None:
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    for suffix in ("", "-wal", "-shm"):
+        part = state.with_name(state.name + suffix)
+        if part.exists():
+            part.rename(part.with_name(f"{part.name}.damaged-{stamp}"))
 
 
 def summarize(job: str, reason: str, workspace: Path) -> CrawlResult:
@@ -94,21 +188,27 @@ def summarize(job: str, reason: str, workspace: Path) -> CrawlResult:
 
 
 def verdict(result: CrawlResult) -> None:
-    """Raise the contract's error for a run that did not drain cleanly."""
+    """Raise the contract's error for a run that did not drain cleanly: the same exit
+    code as :func:`framework.crawl.verdict.exit_code`, which the run_finished event
+    records."""
+    code = exit_code(result.reason, result.pending, result.errors)
+    if code == EXIT_OK:
+        return
+    if result.reason in (REASON_DISK_FULL, REASON_BROKEN) and result.fault is not None:
+        raise result.fault  # one line: the workspace, what is wrong, what to do
     if result.reason in CHECKPOINT_REASONS:
         raise Checkpoint(
             f"{result.job}: {CHECKPOINT_REASONS[result.reason]}; {result.pending} rows pending"
             " (run again later)"
         )
-    if result.reason == REASON_ERROR_RATE:
-        raise Halted(f"{result.job}: the error-rate breaker stopped the crawl (a human must look)")
-    if result.reason not in (REASON_FINISHED, REASON_ALREADY_DONE):
-        raise Halted(f"{result.job}: the crawl stopped: {result.reason}")
-    if result.pending:
+    if result.reason in HALT_REASONS:
+        raise Halted(f"{result.job}: {HALT_REASONS[result.reason]} (a human must look)")
+    if code == EXIT_CHECKPOINT and result.pending:
         raise Checkpoint(f"{result.job}: {result.pending} rows still pending (run again)")
-    if result.errors:
-        raise Halted(
-            f"{result.job}: finished with {result.errors} rows in error and "
-            f"{result.items.get('incomplete', 0)} incomplete items; see `framework status "
-            f"{result.job}`, then `framework requeue` or fix the spec"
-        )
+    if not result.errors:
+        raise Halted(f"{result.job}: the crawl stopped: {result.reason}")
+    raise Halted(
+        f"{result.job}: finished with {result.errors} rows in error and "
+        f"{result.items.get('incomplete', 0)} incomplete items; see `framework status "
+        f"{result.job}`, then `framework requeue` or fix the spec"
+    )

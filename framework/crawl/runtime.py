@@ -34,7 +34,9 @@ from urllib.parse import urlsplit
 
 from framework.crawl.page import CompiledJob, PageError, PageResult, Record
 from framework.crawl.secrets import Secrets
-from framework.errors import UsageError
+from framework.crawl.stopping import stops_on_workspace_fault
+from framework.crawl.verdict import exit_code, row_totals
+from framework.errors import UsageError, WorkspaceBroken, WorkspaceFull
 from framework.workspace import (
     ErrorKind,
     ItemWrite,
@@ -366,6 +368,7 @@ class CrawlRuntime:
             new_rows.append(NewRow(kind=link.kind, url=link.url, context=ctx))
         return Outcome(row_id=row.id, ok=True, http_status=status, new_rows=new_rows, items=items)
 
+    @stops_on_workspace_fault  # a full disk stops the crawl; the row stays pending
     def _commit(
         self,
         row: Row,
@@ -514,6 +517,7 @@ class CrawlRuntime:
             self.event(
                 "run_finished",
                 reason=final,
+                exit_code=exit_code(final, *row_totals(counts)),
                 duration_s=round(time.monotonic() - self.started, 3),
                 counts={
                     "requests": c.requests,
@@ -530,6 +534,9 @@ class CrawlRuntime:
                 rows={k: {str(st): n for st, n in v.items()} for k, v in counts.items()},
                 items=self.ws.store.item_counts(),
             )
+        except (WorkspaceFull, WorkspaceBroken) as exc:
+            # the run's end cannot be written; the crawl's exit (4) says why
+            logger.info("run_finished not recorded: %s", exc)
         finally:
             self._stack.close()
             self.ws.close()

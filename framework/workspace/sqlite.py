@@ -48,6 +48,7 @@ from framework.workspace.sqlite_base import (
     CHECKPOINT_EVERY,
     CHUNK,
     ERROR_DETAIL_MAX,
+    ROWS_RESET_META,
     _chunks,
     _marks,
     utc_now,
@@ -393,6 +394,13 @@ class SqliteStore(SqliteReader):
 
     def reset_rows(self) -> None:
         with self._tx() as conn:
+            # The URL log keeps naming the rows deleted here: the integrity check reads
+            # only its lines written after this moment.
+            conn.execute(
+                "INSERT INTO meta (key, value) VALUES (?, ?) "
+                "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                (ROWS_RESET_META, self._clock()),
+            )
             conn.execute("DELETE FROM attempts")
             conn.execute("DELETE FROM rows")
             conn.execute("UPDATE items SET row_id = NULL WHERE row_id IS NOT NULL")

@@ -8,13 +8,24 @@ is :mod:`framework.workspace.sqlite`) and no reads beyond meta
 
 Checkpoints (copying the WAL into the database, with an fsync) run on a background
 thread with its own connection (:class:`_Checkpointer`), so the committing thread - the
-crawl's reactor - never stalls on a disk flush. SQLite's own automatic checkpoint stays
-on at a higher threshold as the fallback should that thread fall behind.
+crawl's reactor - never stalls on a disk flush. They run every few commits, and the WAL
+file is truncated once it outgrows :data:`WAL_SIZE_LIMIT`, so the journal stays a few MB
+whatever the database size and cannot fill a disk long before the data does. SQLite's
+own automatic checkpoint stays on at a higher threshold as the fallback should that
+thread fall behind.
+
+Faults of the disk or the file become the error tree here (:func:`workspace_fault`): a
+full disk is :class:`~framework.errors.WorkspaceFull` naming the space to free, a
+damaged file is :class:`~framework.errors.WorkspaceBroken`; both exit 4, one line.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
+import os
+import shutil
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -22,15 +33,25 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Self
 
-from framework.errors import WorkspaceError
+from framework.errors import FrameworkError, WorkspaceBroken, WorkspaceError, WorkspaceFull
 from framework.workspace.records import SCHEMA_VERSION, ErrorKind, Row, RowStatus, StoredItem
 
 CHUNK = 500  # rows per page of a streaming read, and per multi-row INSERT
 ERROR_DETAIL_MAX = 2000  # characters of an error detail kept per attempt
 BUSY_TIMEOUT_MS = 30_000
-CHECKPOINT_EVERY = 32  # commits between two background checkpoints
-AUTOCHECKPOINT_PAGES = 16_000  # fallback: SQLite checkpoints inline past ~64 MB of WAL
-WAL_SIZE_LIMIT = 64 * 2**20  # the WAL file is truncated to this after a checkpoint
+# A page commit writes ~8 pages (rows, attempts, items and their indexes) to the WAL:
+# a checkpoint every 8 commits keeps the WAL near 256 KB in steady state.
+CHECKPOINT_EVERY = 8  # commits between two background checkpoints
+AUTOCHECKPOINT_PAGES = 2048  # fallback: SQLite checkpoints inline past ~8 MB of WAL
+WAL_SIZE_LIMIT = 4 * 2**20  # past this the background thread truncates the WAL file,
+WAL_TRUNCATE_MIN = 2**20  # ... or past the database's own size, if over this
+FREE_SPACE_MIN = 16 * 2**20  # the least a full disk is asked to free
+ROWS_RESET_META = "rows_reset_at"  # meta: when `--fresh` last deleted the rows
+MAX_PAGES_ENV = "FRAMEWORK_TEST_SQLITE_MAX_PAGES"  # test-only: simulate a full disk
+# SQLite's primary result codes (the low byte of an extended code)
+SQLITE_CORRUPT = 11
+SQLITE_FULL = 13
+SQLITE_NOTADB = 26
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (
@@ -127,6 +148,47 @@ def utc_now() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds")
 
 
+def space_needed(state: Path) -> int:
+    """Free bytes a crawl needs to go on after a full disk: room for the WAL to reach its
+    limit twice over and for the database to grow by a quarter, at least 16 MB."""
+    try:
+        size = state.stat().st_size
+    except OSError:
+        size = 0
+    return max(FREE_SPACE_MIN, 2 * WAL_SIZE_LIMIT + size // 4)
+
+
+def _mb(n: int) -> str:
+    return f"{n / 2**20:.1f} MB"
+
+
+def workspace_fault(exc: BaseException, state: Path) -> FrameworkError | None:
+    """The error-tree form of a storage failure, or None when it is not a disk or file
+    fault: a full disk (SQLITE_FULL, ENOSPC, EDQUOT) or a damaged file (SQLITE_CORRUPT,
+    SQLITE_NOTADB). One line each, saying what is wrong and what to do."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    primary = code & 0xFF if isinstance(code, int) else None
+    full = primary == SQLITE_FULL or (
+        isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)
+    )
+    folder = state.parent
+    if full:
+        try:
+            free = f"{_mb(shutil.disk_usage(folder).free)} free now"
+        except OSError:
+            free = "free space unknown"
+        return WorkspaceFull(
+            f"{folder}: the disk is full ({free}); free at least "
+            f"{_mb(space_needed(state))} there and run again (nothing committed was lost)"
+        )
+    if primary in (SQLITE_CORRUPT, SQLITE_NOTADB):
+        return WorkspaceBroken(
+            f"{state}: the workspace state is damaged ({exc}); restore the workspace "
+            "folder from a backup, or start over with `crawl --fresh`"
+        )
+    return None
+
+
 def _chunks(seq: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
     for start in range(0, len(seq), size):
         yield seq[start : start + size]
@@ -181,6 +243,7 @@ class _Checkpointer(threading.Thread):
         self._wake = threading.Event()
         self._stopping = False
         self.runs = 0
+        self.truncations = 0
 
     def poke(self) -> None:
         self._wake.set()
@@ -195,12 +258,37 @@ class _Checkpointer(threading.Thread):
                 if self._stopping:
                     return
                 try:
-                    conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+                    busy, log, done = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
                     self.runs += 1
+                    if not busy and log == done and self._wal_size() > self._wal_limit():
+                        # Everything is in the database already: TRUNCATE only waits
+                        # for the writer lock briefly, then empties the file. A busy
+                        # writer or reader makes it give up at once (no busy wait).
+                        conn.execute("PRAGMA busy_timeout = 0")
+                        try:
+                            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+                            self.truncations += 1
+                        finally:
+                            conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
                 except sqlite3.Error:
                     continue  # the next poke retries; autocheckpoint is the fallback
         finally:
             conn.close()
+
+    def _wal_size(self) -> int:
+        try:
+            return os.stat(f"{self.path}-wal").st_size
+        except OSError:
+            return 0
+
+    def _wal_limit(self) -> int:
+        """The WAL may be as large as the database (at least 1 MB), at most 4 MB: a
+        small workspace on a small disk is not filled by its journal."""
+        try:
+            size = os.stat(self.path).st_size
+        except OSError:
+            size = 0
+        return min(WAL_SIZE_LIMIT, max(WAL_TRUNCATE_MIN, size))
 
     def stop(self) -> None:
         self._stopping = True
@@ -239,6 +327,9 @@ class SqliteBase:
                 store._ensure_schema(conn)
         except sqlite3.DatabaseError as exc:
             store.close()
+            fault = workspace_fault(exc, store.path)
+            if fault is not None:
+                raise fault from exc
             raise WorkspaceError(f"{store.path}: not a readable workspace ({exc})") from exc
         except BaseException:
             store.close()
@@ -263,6 +354,11 @@ class SqliteBase:
             conn.execute("PRAGMA synchronous = NORMAL")
             conn.execute(f"PRAGMA wal_autocheckpoint = {AUTOCHECKPOINT_PAGES}")
             conn.execute(f"PRAGMA journal_size_limit = {WAL_SIZE_LIMIT}")
+            cap = os.environ.get(MAX_PAGES_ENV)
+            if cap:
+                # fault injection for tests: a database that may not grow past N pages
+                # fails its next commit with SQLITE_FULL, exactly as a full disk does
+                conn.execute(f"PRAGMA max_page_count = {int(cap)}")
         conn.execute("PRAGMA foreign_keys = OFF")
         self._local.conn = conn
         with self._guard:
@@ -326,36 +422,55 @@ class SqliteBase:
             )
 
     class _Tx:
-        def __init__(self, conn: sqlite3.Connection) -> None:
+        def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
             self.conn = conn
+            self.path = path
 
         def __enter__(self) -> sqlite3.Connection:
             # IMMEDIATE takes the write lock up front: no deadlock upgrade from a read.
             self.conn.execute("BEGIN IMMEDIATE")
             return self.conn
 
-        def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
-            if exc_type is None:
+        def __exit__(self, exc_type: object, exc: BaseException | None, tb: object) -> None:
+            if exc is None:
                 try:
                     self.conn.execute("COMMIT")
                     return
-                except BaseException:
+                except BaseException as failed:
                     self._rollback()
+                    self._raise_fault(failed)
                     raise
             self._rollback()
+            self._raise_fault(exc)
+
+        def _raise_fault(self, exc: BaseException) -> None:
+            fault = workspace_fault(exc, self.path)
+            if fault is not None:
+                raise fault from exc
 
         def _rollback(self) -> None:
             # SQLite may already have rolled back (disk full, I/O error): never let a
             # second error hide the first.
             if self.conn.in_transaction:
-                self.conn.execute("ROLLBACK")
+                # a damaged file can fail its rollback too: the first error stands
+                with contextlib.suppress(sqlite3.Error):
+                    self.conn.execute("ROLLBACK")
 
     def _tx(self, conn: sqlite3.Connection | None = None) -> SqliteBase._Tx:
         if self.readonly:
             raise WorkspaceError(f"{self.path}: opened read-only")
-        return SqliteBase._Tx(conn or self._conn())
+        return SqliteBase._Tx(conn or self._conn(), self.path)
 
     # meta --------------------------------------------------------------------
+    def quick_check(self) -> str | None:
+        """SQLite's ``quick_check`` of every page (O(database size), no index
+        cross-check): None when sound, else the first problem it names."""
+        try:
+            got = self._conn().execute("PRAGMA quick_check(1)").fetchone()
+        except sqlite3.DatabaseError as exc:
+            return str(exc)
+        return None if got is None or got[0] == "ok" else str(got[0])
+
     def get_meta(self, key: str) -> str | None:
         got = self._conn().execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
         return None if got is None else str(got[0])
@@ -379,4 +494,4 @@ class SqliteBase:
         self.close()
 
 
-__all__ = ["CHUNK", "ERROR_DETAIL_MAX", "SqliteBase", "utc_now"]
+__all__ = ["CHUNK", "ERROR_DETAIL_MAX", "SqliteBase", "space_needed", "utc_now", "workspace_fault"]

@@ -138,6 +138,19 @@ class SqliteReader(SqliteBase):
         )
         return [_to_row(r) for r in cur]
 
+    def ok_attempts(self, row_ids: Sequence[int]) -> dict[int, int]:
+        """How many ``ok`` attempts each of those rows has in its history (rows without
+        one, or missing altogether, are absent)."""
+        found: dict[int, int] = {}
+        for chunk in _chunks(sorted(set(row_ids)), CHUNK):
+            for row_id, n in self._conn().execute(
+                f"SELECT row_id, count(*) FROM attempts WHERE outcome = 'ok' AND row_id IN "
+                f"({_marks(len(chunk))}) GROUP BY row_id",
+                chunk,
+            ):
+                found[int(row_id)] = int(n)
+        return found
+
     def item_counts(self) -> dict[str, int]:
         got = self._conn().execute(
             "SELECT coalesce(sum(complete = 1), 0), coalesce(sum(complete = 0), 0) FROM items"

@@ -15,6 +15,7 @@ from datetime import datetime
 from importlib.metadata import entry_points
 from typing import Any
 
+from framework.workspace import integrity
 from framework.workspace.jsonl import redact
 from framework.workspace.records import SCHEMA_VERSION, Row, RowStatus
 from framework.workspace.workspace import Workspace
@@ -78,11 +79,34 @@ def build_status(
     last_run, changes = _scan_events(ws)
     report["last_run"] = last_run
     report["spec"]["changes"] = changes
+    report["integrity"] = integrity.check(ws).as_dict()
+    report["state"], report["exit_code"] = _verdict(report)
+    report["done"] = report["state"] == "done"
     report["events_skipped"] = ws.events.skipped
     report["plugins"] = _plugin_sections(ws, sections)
     # Stored URLs and error texts are kept as they were (the row must be refetchable);
     # what leaves for a terminal or a CI log is masked like every log line.
     return redact(report)
+
+
+def _verdict(r: dict[str, Any]) -> tuple[str, int]:
+    """The workspace's state and the exit code the crawl gave (or would give) for it:
+    ``done`` 0, ``unfinished`` / ``not_started`` 3, ``needs_attention`` (rows in error),
+    ``halted`` (the last run stopped for a human: breaker, full disk) and ``broken``
+    (lost or damaged state) 4."""
+    run = r["last_run"]
+    if not r["integrity"]["whole"]:
+        return "broken", 4
+    if r["rows"]["total"] == 0:
+        # killed before its start rows were written: nothing was done yet
+        return "not_started", 3
+    if r["queue"]["to_fetch"]:
+        if run is not None and run["exit_code"] == 4 and not run["requeued_since"]:
+            return "halted", 4  # a breaker or a full disk stopped it: rows remain
+        return "unfinished", 3
+    if r["queue"]["exhausted"]:
+        return "needs_attention", 4
+    return "done", 0
 
 
 def _row_summary(ws: Workspace, row: Row) -> dict[str, Any]:
@@ -106,24 +130,34 @@ def _scan_events(ws: Workspace) -> tuple[dict[str, Any] | None, list[dict[str, A
     """One streaming pass over events.jsonl: the last run and the recent spec changes."""
     run: dict[str, Any] | None = None
     changes: list[dict[str, Any]] = []
+    # Events are data another process wrote (or a human edited): every field is read
+    # for its type, and a malformed one reads as absent rather than crashing status.
     for event in ws.events:
         name = event.get("event")
         if name in RUN_EVENTS:
             run = {
                 "mode": "resumed" if name == "run_resumed" else "started",
-                "started": event.get("time"),
+                "started": _text(event.get("time")),
                 "finished": None,
                 "reason": None,
                 "duration_s": None,
                 "counts": {},
                 "exit_code": None,
+                "requeued_since": False,
             }
         elif name == "run_finished" and run is not None and run["finished"] is None:
-            run["finished"] = event.get("time")
-            run["reason"] = event.get("reason")
-            run["counts"] = event.get("counts") or {}
-            run["exit_code"] = event.get("exit_code")
-            run["duration_s"] = event.get("duration_s") or _seconds(run["started"], run["finished"])
+            run["finished"] = _text(event.get("time")) or "unknown"
+            run["reason"] = _text(event.get("reason"))
+            counts = event.get("counts")
+            run["counts"] = counts if isinstance(counts, dict) else {}
+            code = event.get("exit_code")
+            run["exit_code"] = code if _number(code) and isinstance(code, int) else None
+            duration = event.get("duration_s")
+            run["duration_s"] = (
+                duration if _number(duration) else _seconds(run["started"], run["finished"])
+            )
+        elif name == "requeued" and run is not None:
+            run["requeued_since"] = True
         elif name == "spec_changed":
             changes.append({k: v for k, v in event.items() if k != "event"})
             del changes[:-SPEC_CHANGES_MAX]
@@ -132,10 +166,18 @@ def _scan_events(ws: Workspace) -> tuple[dict[str, Any] | None, list[dict[str, A
     return run, changes
 
 
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
 def _seconds(start: Any, end: Any) -> float | None:
     try:
         delta = datetime.fromisoformat(str(end)) - datetime.fromisoformat(str(start))
-    except ValueError:
+    except (TypeError, ValueError):  # also an aware time against a naive one
         return None
     return round(delta.total_seconds(), 3)
 

@@ -20,6 +20,7 @@ from typing import Any
 from framework.errors import LockHeld, WorkspaceError
 from framework.workspace.jsonl import JsonlLog
 from framework.workspace.sqlite import SqliteStore, utc_now
+from framework.workspace.sqlite_base import workspace_fault
 
 STATE_FILE = "state.sqlite"
 URLS_FILE = "urls.jsonl"
@@ -35,8 +36,8 @@ class Workspace:
         self.path = path
         self.store = store
         self.readonly = readonly
-        self.urls = JsonlLog(path / URLS_FILE)
-        self.events = JsonlLog(path / EVENTS_FILE)
+        self.urls: JsonlLog = _FaultTypedLog(path / URLS_FILE, path / STATE_FILE)
+        self.events: JsonlLog = _FaultTypedLog(path / EVENTS_FILE, path / STATE_FILE)
         self.ship_log_path = path / SHIP_LOG_FILE
         self.state_path = path / STATE_FILE
 
@@ -86,17 +87,17 @@ class Workspace:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
-                holder = _read_holder(path)
-                who = (
-                    f"pid {holder.get('pid', '?')} on {holder.get('host', '?')} "
-                    f"since {holder.get('started', '?')}"
-                    if holder
-                    else "another process"
-                )
-                raise LockHeld(f"{path} is held by {who}") from None
+                raise lock_held(path, _read_holder(path)) from None
             info = {"pid": os.getpid(), "host": socket.gethostname(), "started": utc_now()}
             os.ftruncate(fd, 0)
-            os.pwrite(fd, (json.dumps(info) + "\n").encode(), 0)
+            try:
+                os.pwrite(fd, (json.dumps(info) + "\n").encode(), 0)
+            except OSError as exc:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+                fault = workspace_fault(exc, self.state_path)
+                if fault is not None:  # a full disk says so in one line
+                    raise fault from exc
+                raise
             try:
                 yield info
             finally:
@@ -110,20 +111,7 @@ class Workspace:
         shared, non-blocking probe on its own descriptor), so a holder killed by
         ``kill -9`` or a reused pid is never reported as running; the file's text
         then names the holder."""
-        path = self.lock_path(name)
-        try:
-            fd = os.open(path, os.O_RDONLY)
-        except FileNotFoundError:
-            return None
-        try:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-            except BlockingIOError:
-                return _read_holder(path) or {"pid": None, "host": None, "started": None}
-            fcntl.flock(fd, fcntl.LOCK_UN)
-            return None
-        finally:
-            os.close(fd)
+        return held_by(self.lock_path(name))
 
     # spec --------------------------------------------------------------------
     def spec_hash(self) -> str | None:
@@ -147,6 +135,53 @@ class Workspace:
         return previous is not None
 
 
+class _FaultTypedLog(JsonlLog):
+    """A workspace log whose full disk is :class:`~framework.errors.WorkspaceFull`
+    (one line, exit 4), like the state file's, instead of a bare ``OSError``."""
+
+    def __init__(self, path: Path, state: Path) -> None:
+        super().__init__(path)
+        self._state = state
+
+    def append(self, *args: Any, **kwargs: Any) -> None:
+        try:
+            super().append(*args, **kwargs)
+        except OSError as exc:
+            fault = workspace_fault(exc, self._state)
+            if fault is not None:
+                raise fault from exc
+            raise
+
+
+def held_by(path: Path) -> dict[str, Any] | None:
+    """Who holds the lock file at ``path`` right now (see :meth:`Workspace.lock_holder`);
+    usable before any workspace is opened (a second ``scrapy crawl`` asks it first)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return _read_holder(path) or {"pid": None, "host": None, "started": None}
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)
+
+
+def lock_held(path: Path, holder: dict[str, Any] | None) -> LockHeld:
+    """The one-line error for a lock that ``holder`` holds."""
+    who = (
+        f"pid {holder.get('pid', '?')} on {holder.get('host', '?')} "
+        f"since {holder.get('started', '?')}"
+        if holder and holder.get("pid") is not None
+        else "another process"
+    )
+    return LockHeld(f"{path} is held by {who}")
+
+
 def _read_holder(path: Path) -> dict[str, Any] | None:
     try:
         text = path.read_text(encoding="utf-8").strip()
@@ -161,4 +196,12 @@ def _read_holder(path: Path) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
-__all__ = ["EVENTS_FILE", "SHIP_LOG_FILE", "STATE_FILE", "URLS_FILE", "Workspace"]
+__all__ = [
+    "EVENTS_FILE",
+    "SHIP_LOG_FILE",
+    "STATE_FILE",
+    "URLS_FILE",
+    "Workspace",
+    "held_by",
+    "lock_held",
+]
