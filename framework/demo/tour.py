@@ -106,8 +106,9 @@ class Children:
             except subprocess.TimeoutExpired:
                 self.kill_group(proc, signal.SIGKILL)
                 proc.wait()
-        # A group may outlive its leader (a helper it started): end the rest too.
-        for proc in self._procs:
+        # A group may outlive its leader (a helper it started): end the rest too. Only
+        # the groups just stopped: an older group's id may belong to someone else by now.
+        for proc in alive:
             self.kill_group(proc, signal.SIGKILL)
 
 
