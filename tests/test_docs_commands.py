@@ -213,6 +213,8 @@ def wait_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 60) -> 
 
 
 def stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is not None:
+        return  # reaped already: its group id may belong to someone else by now
     with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGTERM)
     try:
