@@ -21,6 +21,11 @@ FRAMEWORK_SETTINGS: dict[str, Any] = {
     "FRAMEWORK_ERROR_RATE_MAX": 0.5,  # breaker: failed share of the last window ...
     "FRAMEWORK_ERROR_RATE_WINDOW": 50,  # ... attempts (breaker idle until the window fills)
     "FRAMEWORK_FRESH": False,  # forget rows (items stay) and start over
+    # What one page may cost (framework.extract.patterns; docs/operations.md)
+    "FRAMEWORK_EXTRACT_TIMEOUT": 10.0,  # seconds of regex work per page, then a parse error
+    "FRAMEWORK_MAX_MATCHES": 100_000,  # matches one selector or JSON path may make
+    "FRAMEWORK_MAX_MATCH_CHARS": 1 << 20,  # characters one selector may return
+    "FRAMEWORK_MAX_ITEM_BYTES": 1 << 20,  # one record as stored JSON
 }
 
 
@@ -46,7 +51,21 @@ def default_settings(job: str) -> dict[str, Any]:
         # retries; every status reaches the spider so it becomes a typed row outcome.
         "RETRY_ENABLED": False,
         "HTTPERROR_ALLOW_ALL": True,
-        "DOWNLOADER_MIDDLEWARES": {"framework.crawl.politeness.RetryAfterMiddleware": 560},
+        "DOWNLOADER_MIDDLEWARES": {
+            # http(s) and allowed_domains on every request and redirect hop; before
+            # robots.txt (100), so an off-site host is not even asked for it
+            "framework.crawl.safety.SafetyMiddleware": 40,
+            "framework.crawl.politeness.RetryAfterMiddleware": 560,
+        },
+        # Safety: only http(s) is ever fetched. Scrapy's other handlers would read local
+        # files (file:///etc/passwd, /dev/zero), data: URLs, FTP and S3 for any page
+        # that links there; framework.crawl.safety refuses those first, this is the
+        # second lock.
+        "DOWNLOAD_HANDLERS": {"file": None, "data": None, "ftp": None, "s3": None},
+        # Scrapy's 1 GiB default lets a few endless bodies take gigabytes; a bigger
+        # page is a typed parse error on its row (raise it per job when needed).
+        "DOWNLOAD_MAXSIZE": 32 * 1024 * 1024,
+        "DOWNLOAD_WARNSIZE": 8 * 1024 * 1024,
         # Measured: Scrapy's default of 100 starts that many tasks per response; see
         # docs/benchmarks.md.
         "CONCURRENT_ITEMS": 10,

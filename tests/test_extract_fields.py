@@ -421,3 +421,91 @@ def test_formatted_integers_round_trip(n: int) -> None:
 def test_regex_on_a_json_record_reads_its_json_text() -> None:
     got = run({"year": {"re": r'"filed": "(\d{4})'}}, Scope(URL, None, {"filed": "2024-01-02"}))
     assert got.values == {"year": "2024"}
+
+
+# ------------------------------------------------------------ bounded extraction
+
+EXSLT_CASES = [
+    "//li[re:test(., '^t')]/text()",
+    "//li[re:test(., 'ONE', 'i')]/text()",
+    "//td[re:test(@class, '^(role|name)$')]/text()",
+    "re:test(//h1, 'Case\\s+A-\\d+')",
+    "re:match(//h1, '([A-Z])-(\\d+)')",
+    "re:match(string(//p), '\\d+', 'g')",
+    "re:match(//h1, 'nomatch')",
+    "re:replace(//span[@class='amount'], '[.,]', 'g', '_')",
+    "re:replace(//span[@class='amount'], '[.,]', '', '_')",
+    "re:replace(//p, '(\\d+)\\.(\\d+)', 'g', '\\2/\\1')",
+    "count(//*[re:test(name(), '^t[dr]$')])",
+]
+
+
+def _comparable(result: Any) -> Any:
+    if isinstance(result, list):
+        return [r if isinstance(r, str) else (r.tag, r.text) for r in result]
+    return result
+
+
+@pytest.mark.parametrize("expr", EXSLT_CASES)
+def test_exslt_regexp_functions_behave_as_lxml_own(expr: str) -> None:
+    from lxml import etree
+
+    from framework.extract.fields import compile_xpath
+    from framework.extract.patterns import EXSLT_REGEXP_NS
+
+    root = Selector(text=PAGE).root
+    theirs = etree.XPath(expr, namespaces={"re": EXSLT_REGEXP_NS}, smart_strings=False)
+    assert _comparable(compile_xpath(expr)(root)) == _comparable(theirs(root))
+
+
+def _budgeted(limits: Any) -> Any:
+    from framework.extract.patterns import page_budget
+
+    return page_budget(limits)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(
+    "spec",
+    [
+        {"re": "(a|aa)+$"},
+        {"xpath": "//p[re:test(., '(a|aa)+$')]/text()"},
+        {"css": "p::text", "replace": [{"pattern": "(a|aa)+$", "to": "x"}]},
+        {"embedded": {"re": "(a|aa)+$", "path": "$"}},
+    ],
+)
+def test_a_backtracking_pattern_stops_at_the_page_time_budget(spec: dict[str, Any]) -> None:
+    from framework.extract.patterns import LimitExceeded, Limits
+
+    trap = "<html><body><p>" + "a" * 60 + "!</p></body></html>"
+    scope = Scope(URL, Selector(text=trap), page_text=trap)
+    with _budgeted(Limits(timeout=0.3)), pytest.raises(LimitExceeded) as err:
+        fields({"trap": spec}).extract(scope)
+    assert "FRAMEWORK_EXTRACT_TIMEOUT" in str(err.value)
+
+
+@pytest.mark.timeout(60)
+def test_a_recursive_json_path_stops_at_the_match_cap() -> None:
+    from framework.extract.patterns import LimitExceeded, Limits
+
+    depth = 300  # 600 bytes: C(300, 3) = 4.4 million matches for the path below
+    doc = json.loads("[" * depth + "]" * depth)
+    path = JsonPath("$..*..*..*")
+    with _budgeted(Limits(max_matches=10_000)), pytest.raises(LimitExceeded) as err:
+        path.find(doc)
+    assert "FRAMEWORK_MAX_MATCHES" in str(err.value)
+    assert len(JsonPath("$..*").find(doc)) == depth - 1  # a sane path is not affected
+
+
+def test_selector_caps_on_matches_and_characters() -> None:
+    from framework.extract.patterns import LimitExceeded, Limits
+
+    scope = page_scope()
+    with _budgeted(Limits(max_matches=2)), pytest.raises(LimitExceeded, match="MATCHES"):
+        fields({"x": {"css": "td::text", "many": True}}).extract(scope)
+    with _budgeted(Limits(max_chars=5)), pytest.raises(LimitExceeded, match="MATCH_CHARS"):
+        fields({"x": {"css": "h1::text"}}).extract(scope)
+    with _budgeted(Limits(max_chars=6)):  # within the caps ("one" + "two"): as ever
+        assert fields({"x": {"css": "li::text", "many": True}}).extract(scope).values == {
+            "x": ["one", "two"]
+        }

@@ -4,26 +4,46 @@ Pure functions over a Scrapy response: no I/O, no workspace, no Scrapy engine. T
 spider turns a :class:`PageResult` into rows and items; this module only reads pages.
 Everything that can be compiled (selectors, templates, field extractors) is compiled
 once per spec in :class:`CompiledJob`, because this runs for every response.
+
+A page is hostile until proven otherwise. Its :class:`Guard` decides what it may make
+the crawler do: links (follow rules, next pages) to a scheme other than http(s) or to a
+host outside the job's ``allowed_domains`` are never discovered (counted and handed to
+the guard's ``on_refused`` so the spider can say so); extraction runs under the limits
+of :mod:`framework.extract.patterns` (time, matches, characters, record size), and going
+over one makes the page a :class:`PageError`. Every selector is compiled by
+:mod:`framework.extract.fields`, so XPath ``re:`` functions are the bounded ones.
 """
 
 from __future__ import annotations
 
 import json
-import re
-from collections.abc import Mapping
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urljoin, urlsplit, urlunsplit
 
+from lxml import etree
 from parsel import Selector
 from scrapy.http import Response, TextResponse
 
+from framework.crawl.safety import url_refusal
 from framework.extract.fields import (
     Extraction,
     FieldExtractor,
     Scope,
+    compile_css,
     compile_jsonpath,
-    looks_like_xpath,
+    compile_selector,
+    compile_xpath,
+)
+from framework.extract.patterns import (
+    LimitExceeded,
+    Limits,
+    SafeRegex,
+    budget,
+    page_budget,
+    record_size,
 )
 from framework.spec.keys import make_dedupe_key, normalise_source_id
 from framework.spec.models import (
@@ -37,7 +57,38 @@ from framework.spec.template import Template
 
 
 class PageError(Exception):
-    """The response cannot be read as the spec says (not JSON, not text)."""
+    """The response cannot be read as the spec says (not JSON, not text), or reading it
+    went over an extraction limit (the message names the setting)."""
+
+
+class Guard:
+    """What pages may make the crawler do, shared by every kind of one job.
+
+    ``limits`` and ``on_refused`` are set once per crawl by the spider (from settings);
+    the defaults are the framework's."""
+
+    def __init__(self, allowed_domains: Iterable[str]) -> None:
+        self.domains = frozenset(d.lower().strip(".") for d in allowed_domains if d)
+        self.limits = Limits()
+        self.refused: Counter[str] = Counter()  # "scheme" / "offsite" -> links dropped
+        self.on_refused: Callable[[str, str], None] | None = None  # (url, why)
+
+    def admit(self, url: str) -> bool:
+        """Whether a discovered link may become a row; a refusal is counted and told."""
+        why = url_refusal(url, self.domains)
+        if why is None:
+            return True
+        self.refused[why] += 1
+        if self.on_refused is not None:
+            self.on_refused(url, why)
+        return False
+
+    def check_record(self, values: Any, what: str) -> None:
+        limit = self.limits.max_item_bytes
+        if record_size(values, limit) > limit:
+            raise LimitExceeded(
+                f"{what} is larger than FRAMEWORK_MAX_ITEM_BYTES ({limit} bytes as JSON)"
+            )
 
 
 @dataclass
@@ -82,35 +133,45 @@ class PageResult:
     next_pages: list[Link] = field(default_factory=list)
 
 
+_ALL_LINKS = compile_css("a::attr(href)")
+# Not requests at all: a fragment, a script, an address. Dropped without a word.
+_NOT_LINKS = ("#", "javascript:", "mailto:", "tel:")
+
+
 class _CompiledFollow:
-    def __init__(self, css: str | None, xpath: str | None, pattern: str | None, to: str):
-        self.css, self.xpath, self.to = css, xpath, to
-        self.pattern = re.compile(pattern) if pattern else None
+    def __init__(
+        self, css: str | None, xpath: str | None, pattern: str | None, to: str, guard: Guard
+    ) -> None:
+        self.to = to
+        self.guard = guard
+        if css is not None:
+            self.xp = compile_css(css)
+        elif xpath is not None:
+            self.xp = compile_xpath(xpath)
+        else:
+            self.xp = _ALL_LINKS
+        self.pattern = SafeRegex(pattern) if pattern else None
 
     def urls(self, sel: Selector, base: str) -> list[str]:
-        if self.css is not None:
-            raw = sel.css(self.css).getall()
-        elif self.xpath is not None:
-            raw = sel.xpath(self.xpath).getall()
-        else:
-            raw = sel.css("a::attr(href)").getall()
         out: list[str] = []
-        for href in raw:
+        for href in _values(sel, self.xp, "follow"):
             href = href.strip()
-            if not href or href.startswith(("#", "javascript:", "mailto:")):
+            if not href or href.lower().startswith(_NOT_LINKS):
                 continue
             url = urljoin(base, href)
             if self.pattern is not None and not self.pattern.search(url):
                 continue
-            out.append(url)
+            if self.guard.admit(url):
+                out.append(url)
         return out
 
 
 class CompiledSubtab:
-    def __init__(self, kind: str, name: str, spec: SubtabSpec) -> None:
+    def __init__(self, kind: str, name: str, spec: SubtabSpec, guard: Guard) -> None:
         self.kind = f"{kind}.{name}"
         self.name = name
         self.spec = spec
+        self.guard = guard
         self.url = Template(spec.url)
         self.form = (
             {k: Template(v) for k, v in spec.body.form.items()}
@@ -126,6 +187,9 @@ class CompiledSubtab:
         self.fields = FieldExtractor(spec.fields, json=is_json) if spec.fields else None
         self.each_json = (
             compile_jsonpath(spec.each) if spec.each and spec.format is Format.JSON else None
+        )
+        self.each_xp = (
+            compile_selector(spec.each) if spec.each and spec.format is not Format.JSON else None
         )
 
     def request(self, base: str, ctx: Mapping[str, Any]) -> Request:
@@ -144,6 +208,15 @@ class CompiledSubtab:
 
     def parse(self, response: Response) -> Any:
         """The tab's value: a list of row dicts with ``each``, else one dict."""
+        with page_budget(self.guard.limits):
+            try:
+                part = self._parse(response)
+                self.guard.check_record(part, f"the value of sub-tab {self.name!r}")
+            except LimitExceeded as exc:
+                raise PageError(str(exc)) from None
+        return part
+
+    def _parse(self, response: Response) -> Any:
         if self.spec.format is Format.JSON:
             doc = _json(response)
             if self.each_json is not None:
@@ -157,8 +230,8 @@ class CompiledSubtab:
             assert self.fields is not None
             return self.fields.extract(Scope(url=response.url, selector=None, json=doc)).values
         sel = _selector(response)
-        if self.spec.each is not None:
-            rows = _select(sel, self.spec.each)
+        if self.each_xp is not None:
+            rows = _select(sel, self.each_xp, self.spec.each or "")
             if self.fields is None:
                 return [r.xpath("normalize-space(.)").get() for r in rows]
             return [self.fields.extract(Scope(url=response.url, selector=r)).values for r in rows]
@@ -167,10 +240,11 @@ class CompiledSubtab:
 
 
 class CompiledKind:
-    def __init__(self, job: JobSpec, name: str, kind: PageKind) -> None:
+    def __init__(self, job: JobSpec, name: str, kind: PageKind, guard: Guard) -> None:
         self.job = job
         self.name = name
         self.spec = kind
+        self.guard = guard
         self.is_json = kind.format is Format.JSON
         self.fields = FieldExtractor(kind.fields, json=self.is_json)
         self.id = (
@@ -179,12 +253,18 @@ class CompiledKind:
             else None
         )
         self.each_json = compile_jsonpath(kind.each) if kind.each and self.is_json else None
-        self.follow = [_CompiledFollow(f.css, f.xpath, f.pattern, f.to) for f in kind.follow]
-        self.subtabs = [CompiledSubtab(name, n, t) for n, t in kind.subtabs.items()]
+        self.each_xp = compile_selector(kind.each) if kind.each and not self.is_json else None
+        self.follow = [_CompiledFollow(f.css, f.xpath, f.pattern, f.to, guard) for f in kind.follow]
+        self.subtabs = [CompiledSubtab(name, n, t, guard) for n, t in kind.subtabs.items()]
         self.pagination: Pagination | None = kind.pagination
         self.next_json = (
             compile_jsonpath(kind.pagination.next)
             if kind.pagination is not None and kind.pagination.next and self.is_json
+            else None
+        )
+        self.next_xp = (
+            compile_selector(kind.pagination.next)
+            if kind.pagination is not None and kind.pagination.next and not self.is_json
             else None
         )
         self.stop_json = (
@@ -195,6 +275,13 @@ class CompiledKind:
 
     # ------------------------------------------------------------------ records
     def parse(self, response: Response, carry: Mapping[str, Any], page_no: int) -> PageResult:
+        with page_budget(self.guard.limits):
+            try:
+                return self._parse(response, carry, page_no)
+            except LimitExceeded as exc:
+                raise PageError(str(exc)) from None
+
+    def _parse(self, response: Response, carry: Mapping[str, Any], page_no: int) -> PageResult:
         result = PageResult()
         base = response.url
         if self.is_json:
@@ -212,9 +299,9 @@ class CompiledKind:
             scopes = (
                 [
                     Scope(url=base, selector=row, page_text=page_text)
-                    for row in _select(sel, self.spec.each)
+                    for row in _select(sel, self.each_xp, self.spec.each or "")
                 ]
-                if self.spec.each is not None
+                if self.each_xp is not None
                 else [Scope(url=base, selector=sel, page_text=page_text)]
             )
         per_record_follow = self.spec.each is not None and not self.is_json
@@ -236,6 +323,7 @@ class CompiledKind:
     def _record(self, scope: Scope, carry: Mapping[str, Any]) -> Record:
         ext: Extraction = self.fields.extract(scope)
         values = {**carry, **ext.values}
+        self.guard.check_record(values, f"a record of {self.name!r}")
         record = Record(
             values=values,
             missing=list(ext.missing),
@@ -284,13 +372,12 @@ class CompiledKind:
         if pg.next is not None:
             if self.next_json is not None:  # a JSON page names its next URL by a JSON path
                 hrefs = [v for v in self.next_json.find(doc) if isinstance(v, str) and v]
-            elif sel is not None:
-                hrefs = _select_values(sel, pg.next)
+            elif sel is not None and self.next_xp is not None:
+                hrefs = _values(sel, self.next_xp, "next")
             else:
                 return []
-            return [
-                Link(self.name, urljoin(response.url, h.strip()), dict(carry)) for h in hrefs[:1]
-            ]
+            urls = [urljoin(response.url, h.strip()) for h in hrefs[:1]]
+            return [Link(self.name, u, dict(carry)) for u in urls if self.guard.admit(u)]
         # number / offset pagination
         if pg.stop.empty and n_records == 0:
             return []
@@ -321,7 +408,10 @@ class CompiledJob:
 
     def __init__(self, spec: JobSpec) -> None:
         self.spec = spec
-        self.kinds = {name: CompiledKind(spec, name, k) for name, k in spec.page_kinds().items()}
+        self.guard = Guard(job_domains(spec))
+        self.kinds = {
+            name: CompiledKind(spec, name, k, self.guard) for name, k in spec.page_kinds().items()
+        }
         self.subtabs = {t.kind: t for k in self.kinds.values() for t in k.subtabs}
         self.start_kind = spec.start_kind()
 
@@ -340,12 +430,44 @@ def _json(response: Response) -> Any:
         raise PageError(f"expected JSON: {exc}") from None
 
 
-def _select(sel: Selector, expr: str) -> list[Selector]:
-    return list(sel.xpath(expr) if looks_like_xpath(expr) else sel.css(expr))
+def job_domains(spec: JobSpec) -> list[str]:
+    """The hosts a job may request: its ``allowed_domains`` (each with its subdomains),
+    else the hosts of its start URLs. An explicit empty list allows every host."""
+    if spec.allowed_domains is not None:
+        return list(spec.allowed_domains)
+    return sorted({urlsplit(u).hostname or "" for u in spec.start_urls} - {""})
 
 
-def _select_values(sel: Selector, expr: str) -> list[str]:
-    return (sel.xpath(expr) if looks_like_xpath(expr) else sel.css(expr)).getall()
+def _nodes(sel: Selector, xp: etree.XPath, what: str) -> list[Any]:
+    root = sel.root
+    if root is None or isinstance(root, str):
+        return []
+    found = xp(root)
+    if not isinstance(found, list):
+        return [found]
+    if len(found) > budget().limits.max_matches:
+        budget().matches(len(found), what)
+    return found
+
+
+def _select(sel: Selector, xp: etree.XPath, expr: str) -> list[Selector]:
+    """Like ``sel.xpath(expr)`` (or ``.css``), with the framework's compiled selector."""
+    return [Selector(root=n, type=sel.type) for n in _nodes(sel, xp, f"each: {expr}")]
+
+
+def _values(sel: Selector, xp: etree.XPath, what: str) -> list[str]:
+    """Like ``.getall()`` of a selection: strings as they are, elements as markup."""
+    out: list[str] = []
+    for n in _nodes(sel, xp, what):
+        if isinstance(n, str):
+            out.append(n)
+        elif isinstance(n, bool):
+            out.append("1" if n else "0")
+        elif isinstance(n, float):
+            out.append(str(n))
+        else:
+            out.append(str(Selector(root=n, type=sel.type).get()))
+    return out
 
 
 def _compile_json(value: Any) -> Any:

@@ -12,16 +12,19 @@ import logging
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
+from urllib.parse import urlsplit
 
 import scrapy
 from scrapy import signals
 from scrapy.exceptions import CloseSpider
 from scrapy.http import Request
 
-from framework.crawl.page import CompiledJob
+from framework.crawl.page import CompiledJob, job_domains
 from framework.crawl.politeness import Abandoned
 from framework.crawl.runtime import REASON_FINISHED, CrawlRuntime, Handled
+from framework.crawl.safety import shown
 from framework.crawl.secrets import Secrets
+from framework.extract.patterns import Limits
 from framework.plugins import RequestMeta, load_renderer
 from framework.settings import default_settings
 from framework.spec.models import JobSpec
@@ -54,6 +57,7 @@ class JobSpider(scrapy.Spider):
     render_meta: ClassVar[RequestMeta | None] = None
     runtime: CrawlRuntime
     close_reason: str | None = None
+    _refusals_told: set[tuple[str, str]]
 
     @classmethod
     def from_crawler(cls, crawler: Crawler, *args: Any, **kwargs: Any) -> JobSpider:
@@ -65,8 +69,31 @@ class JobSpider(scrapy.Spider):
             cls.spec_path,
             fresh=None if fresh is None else str(fresh).lower() not in ("0", "", "false", "no"),
         )
+        s = crawler.settings
+        guard = cls.compiled.guard
+        guard.limits = Limits(
+            timeout=s.getfloat("FRAMEWORK_EXTRACT_TIMEOUT", 10.0),
+            max_matches=s.getint("FRAMEWORK_MAX_MATCHES", 100_000),
+            max_chars=s.getint("FRAMEWORK_MAX_MATCH_CHARS", 1 << 20),
+            max_item_bytes=s.getint("FRAMEWORK_MAX_ITEM_BYTES", 1 << 20),
+        )
+        guard.on_refused = spider._on_refused
+        spider._refusals_told = set()
         crawler.signals.connect(spider._on_closed, signal=signals.spider_closed)
         return spider
+
+    def _on_refused(self, url: str, why: str) -> None:
+        """A discovered link that will not become a row (another scheme, another host):
+        said once per scheme or host, counted always (``links_refused`` at the end)."""
+        target = url.partition(":")[0].lower() if why == "scheme" else _host(url)
+        if (why, target) in self._refusals_told:
+            return
+        self._refusals_told.add((why, target))
+        what = f"scheme {target!r}" if why == "scheme" else f"off-site host {target!r}"
+        logger.info(
+            "refused links to %s (first: %s); they are counted, not followed", what, shown(url)
+        )
+        self.runtime.event("link_refused", why=why, target=target, url=shown(url))
 
     # ------------------------------------------------------------------ requests
     async def start(self) -> AsyncIterator[Any]:
@@ -140,6 +167,11 @@ class JobSpider(scrapy.Spider):
     def _on_closed(self, spider: scrapy.Spider, reason: str) -> None:
         if spider is not self:
             return
+        refused = dict(self.compiled.guard.refused)
+        if refused:
+            self.runtime.event("links_refused", counts=refused)
+            for why, n in refused.items():
+                self.crawler.stats.set_value(f"framework/links_refused/{why}", n)
         final = self.runtime.close(reason)
         type(self).close_reason = final
         stats = self.crawler.stats
@@ -170,9 +202,8 @@ def spider_class(spec: JobSpec, spec_path: Path, workspace_root: Path) -> type[J
         "secrets": Secrets.from_spec(spec, where=str(spec_path)),  # before any request
         "render_meta": None if render_meta is None else staticmethod(render_meta),
         "custom_settings": settings,
-        "allowed_domains": list(spec.allowed_domains)
-        if spec.allowed_domains is not None
-        else sorted({_host(u) for u in spec.start_urls}),
+        # enforced on every request and redirect hop by framework.crawl.safety
+        "allowed_domains": job_domains(spec),
         "__module__": __name__,
     }
     return type(f"{_camel(spec.name)}Spider", (JobSpider,), attrs)
@@ -188,9 +219,10 @@ def _rendering(spec: JobSpec) -> tuple[dict[str, Any], RequestMeta | None]:
 
 
 def _host(url: str) -> str:
-    from urllib.parse import urlsplit
-
-    return urlsplit(url).hostname or ""
+    try:
+        return urlsplit(url).hostname or ""
+    except ValueError:
+        return ""
 
 
 def _camel(name: str) -> str:

@@ -63,7 +63,7 @@ class Normaliser:
         strip: bool,
         collapse: bool,
         lowercase: bool,
-        replace: tuple[tuple[re.Pattern[str], str], ...] = (),
+        replace: tuple[tuple[Any, str], ...] = (),  # (pattern with .sub(to, s), to)
     ) -> None:
         self._strip = strip
         self._collapse = collapse

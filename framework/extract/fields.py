@@ -6,6 +6,11 @@ embedded JSON, count, json path, const), normalisation, type conversion, min/max
 nested groups of repeated rows. It must not fetch, log, or know about items, queues
 or the workspace: it returns an :class:`Extraction` and the spider decides.
 
+Spec expressions run bounded (:mod:`framework.extract.patterns`): regexes (and XPath's
+EXSLT ``re:`` functions) on the ``regex`` engine under the page's time budget, selectors
+and JSON paths under a cap on matches and characters. Going over a bound raises
+:class:`~framework.extract.patterns.LimitExceeded`.
+
 This is the hot path of every crawled record, so everything that can be prepared is
 prepared in :class:`FieldExtractor.__init__`: CSS is translated to XPath and compiled
 with lxml once, regexes and JSON paths are compiled once, and evaluation works on the
@@ -29,6 +34,13 @@ from parsel import Selector
 from parsel.csstranslator import HTMLTranslator
 
 from framework.extract.convert import CONVERTERS, ConversionError, ConvertContext, Normaliser
+from framework.extract.patterns import (
+    EXSLT_REGEXP_FUNCTIONS,
+    SafeRegex,
+    backtracking_risk,
+    budget,
+    xpath_regex_literals,
+)
 
 if TYPE_CHECKING:  # the models import nothing from here; avoid a package import cycle
     from framework.spec.models import FieldSpec
@@ -97,9 +109,27 @@ def looks_like_xpath(expr: str) -> bool:
 
 
 def compile_xpath(expr: str) -> etree.XPath:
-    """Compile an XPath (raises ``etree.XPathSyntaxError``/``XPathError``)."""
+    """Compile an XPath (raises ``etree.XPathSyntaxError``/``XPathError``, or
+    ``ValueError`` for an ``re:`` pattern known to backtrack catastrophically).
+
+    EXSLT ``re:`` functions are the framework's bounded ones, not lxml's (which run
+    Python's ``re`` with no limit): see :mod:`framework.extract.patterns`."""
     ns = {p: uri for p, uri in _EXSLT.items() if f"{p}:" in expr}
-    return etree.XPath(expr, namespaces=ns, smart_strings=False)
+    if "re" not in ns:
+        return etree.XPath(expr, namespaces=ns, smart_strings=False)
+    for pattern in xpath_regex_literals(expr):
+        risk = backtracking_risk(pattern)
+        if risk is not None:
+            raise ValueError(
+                f"the re: pattern {pattern!r} {risk}: it can backtrack catastrophically"
+            )
+    return etree.XPath(
+        expr,
+        namespaces=ns,
+        smart_strings=False,
+        regexp=False,
+        extensions=EXSLT_REGEXP_FUNCTIONS,
+    )
 
 
 def compile_css(expr: str) -> etree.XPath:
@@ -113,7 +143,8 @@ def compile_selector(expr: str) -> etree.XPath:
 
 
 def compile_regex(expr: str) -> tuple[re.Pattern[str], int | str]:
-    """Compile a value regex and pick its group: ``value`` if named, else 1, else 0."""
+    """Compile a value regex and pick its group: ``value`` if named, else 1, else 0.
+    (Validation's view: Python's ``re``. Extraction runs it as a :class:`SafeRegex`.)"""
     pattern = re.compile(expr)
     group: int | str = "value" if "value" in pattern.groupindex else (1 if pattern.groups else 0)
     return pattern, group
@@ -129,16 +160,17 @@ class JsonPath:
     ``$.rows[*]``) are walked natively; anything else goes through jsonpath-ng's
     extended parser (filters, slices, recursive descent)."""
 
-    __slots__ = ("_ng", "_steps", "text")
+    __slots__ = ("_ng", "_seen", "_steps", "text")
 
     def __init__(self, text: str) -> None:
         self.text = text
         self._steps = self._simple(text)
         self._ng: Any = None
+        self._seen = 0  # matches made by the running evaluation (jsonpath-ng paths)
         if self._steps is None:
             from jsonpath_ng.ext import parse  # slow to import; only when needed
 
-            self._ng = parse(text)
+            self._ng = _counted(parse(text), self)
 
     @staticmethod
     def _simple(text: str) -> list[tuple[int, Any]] | None:
@@ -164,8 +196,12 @@ class JsonPath:
         return steps
 
     def find(self, doc: Any) -> list[Any]:
+        """Every match; over ``FRAMEWORK_MAX_MATCHES`` (counting the matches of every
+        step, so ``$..*..*..*`` stops early) raises ``LimitExceeded``."""
         if self._steps is None:
+            self._seen = 0
             return [m.value for m in self._ng.find(doc)]
+        b = budget()
         current = [doc]
         for kind, arg in self._steps:
             nxt: list[Any] = []
@@ -183,7 +219,52 @@ class JsonPath:
             current = nxt
             if not current:
                 break
+            if len(current) > b.limits.max_matches:
+                b.matches(len(current), f"JSON path {self.text!r}")
         return current
+
+
+def _counted(node: Any, owner: JsonPath) -> Any:
+    """``node`` (a parsed jsonpath-ng path) with every sub-path counting its matches
+    against ``owner``'s running evaluation: a recursive path such as ``$..*..*..*``
+    multiplies its matches at every step (millions from 600 bytes of JSON), and the
+    count stops it long before memory runs out. The page's time budget applies too."""
+    from jsonpath_ng.jsonpath import JSONPath
+
+    class Counted(JSONPath):
+        __slots__ = ("_inner",)
+
+        def __init__(self, inner: Any) -> None:
+            self._inner = inner
+
+        def find(self, datum: Any) -> Any:
+            found = self._inner.find(datum)
+            owner._seen += len(found) if isinstance(found, list) else 1
+            b = budget()
+            what = f"JSON path {owner.text!r}"
+            b.matches(owner._seen, what)
+            b.timeout(what)
+            return found
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self._inner, name)
+
+        def __str__(self) -> str:
+            return str(self._inner)
+
+    def wrap(n: Any) -> Any:
+        try:
+            attrs = vars(n)
+        except TypeError:  # a node without a __dict__ has no sub-paths to wrap
+            return Counted(n)
+        for name, value in list(attrs.items()):
+            if isinstance(value, JSONPath):
+                setattr(n, name, wrap(value))
+            elif isinstance(value, list):
+                setattr(n, name, [wrap(v) if isinstance(v, JSONPath) else v for v in value])
+        return Counted(n)
+
+    return wrap(node)
 
 
 def compile_jsonpath(expr: str) -> JsonPath:
@@ -229,6 +310,29 @@ def _norm(value: Any, norm: Normaliser) -> Any:
     return value
 
 
+def _capped(values: list[Any], label: str) -> list[Any]:
+    """``values`` when within the page's caps on matches and characters, else raise."""
+    b = budget()
+    if len(values) > b.limits.max_matches:
+        b.matches(len(values), label)
+    total = 0
+    for v in values:
+        if isinstance(v, str):
+            total += len(v)
+    if total > b.limits.max_chars:
+        b.chars(total, label)
+    return values
+
+
+def _one(value: Any, label: str) -> Any:
+    """One value within the page's cap on characters, else raise."""
+    if isinstance(value, str):
+        b = budget()
+        if len(value) > b.limits.max_chars:
+            b.chars(len(value), label)
+    return value
+
+
 class _XPathSource(_Source):
     __slots__ = ("xp",)
 
@@ -244,13 +348,17 @@ class _XPathSource(_Source):
         if isinstance(root, str) or root is None:
             return []
         result = self.xp(root)
-        return result if isinstance(result, list) else [result]
+        if not isinstance(result, list):
+            return [result]
+        if len(result) > budget().limits.max_matches:
+            budget().matches(len(result), self.label)
+        return result
 
     def first(self, scope: Scope, norm: Normaliser) -> Any:
         for node in self._nodes(scope):
             value = _norm(_node_value(node), norm)
             if not _empty(value):
-                return value
+                return _one(value, self.label)
         return None
 
     def all(self, scope: Scope, norm: Normaliser) -> list[Any]:
@@ -259,7 +367,7 @@ class _XPathSource(_Source):
             value = _norm(_node_value(node), norm)
             if not _empty(value):
                 out.append(value)
-        return out
+        return _capped(out, self.label)
 
 
 class _CountSource(_XPathSource):
@@ -280,7 +388,8 @@ class _RegexSource(_Source):
 
     def __init__(self, label: str, expr: str, *, on_url: bool) -> None:
         self.label = label
-        self.pattern, self.group = compile_regex(expr)
+        _, self.group = compile_regex(expr)
+        self.pattern = SafeRegex(expr)
         self.on_url = on_url
 
     def first(self, scope: Scope, norm: Normaliser) -> Any:
@@ -288,17 +397,20 @@ class _RegexSource(_Source):
         for m in self.pattern.finditer(text):
             value = _norm(m.group(self.group), norm)
             if not _empty(value):
-                return value
+                return _one(value, self.label)
         return None
 
     def all(self, scope: Scope, norm: Normaliser) -> list[Any]:
         text = scope.url if self.on_url else scope.text()
         out = []
+        limit = budget().limits.max_matches
         for m in self.pattern.finditer(text):
             value = _norm(m.group(self.group), norm)
             if not _empty(value):
                 out.append(value)
-        return out
+                if len(out) > limit:
+                    break  # _capped says why
+        return _capped(out, self.label)
 
 
 class _JsonSource(_Source):
@@ -320,7 +432,7 @@ class _JsonSource(_Source):
         for value in self._values(scope.json, False):
             value = _norm(value, norm)
             if not _empty(value):
-                return value
+                return _one(value, self.label)
         return None
 
     def all(self, scope: Scope, norm: Normaliser) -> list[Any]:
@@ -329,7 +441,7 @@ class _JsonSource(_Source):
             value = _norm(value, norm)
             if not _empty(value):
                 out.append(value)
-        return out
+        return _capped(out, self.label)
 
 
 class _EmbeddedSource(_JsonSource):
@@ -340,7 +452,7 @@ class _EmbeddedSource(_JsonSource):
 
     def __init__(self, label: str, regex: str, path: str) -> None:
         super().__init__(label, path)
-        self.pattern = re.compile(regex, re.DOTALL)
+        self.pattern = SafeRegex(regex, re.DOTALL)
         gi = self.pattern.groupindex
         self.group: int | str = "json" if "json" in gi else (1 if self.pattern.groups else 0)
         self._last: str | None = None
@@ -365,7 +477,7 @@ class _EmbeddedSource(_JsonSource):
         for value in self._values(self._document(scope), False):
             value = _norm(value, norm)
             if not _empty(value):
-                return value
+                return _one(value, self.label)
         return None
 
     def all(self, scope: Scope, norm: Normaliser) -> list[Any]:
@@ -374,7 +486,7 @@ class _EmbeddedSource(_JsonSource):
             value = _norm(value, norm)
             if not _empty(value):
                 out.append(value)
-        return out
+        return _capped(out, self.label)
 
 
 class _ConstSource(_Source):
@@ -426,6 +538,7 @@ class CompiledField:
         "_convert",
         "_ctx",
         "_each_json",
+        "_each_label",
         "_each_xp",
         "_needs_base",
         "default",
@@ -451,7 +564,7 @@ class CompiledField:
             strip=spec.strip,
             collapse=spec.collapse,
             lowercase=spec.lowercase,
-            replace=tuple((re.compile(r.pattern), r.to) for r in spec.replace),
+            replace=tuple((SafeRegex(r.pattern), r.to) for r in spec.replace),
         )
         self.sources = tuple(_compile_source(s.kind, s.expr) for s in spec.sources)
         type_name = spec.type.value
@@ -461,6 +574,7 @@ class CompiledField:
         self._child: FieldExtractor | None = None
         self._each_xp: etree.XPath | None = None
         self._each_json: JsonPath | None = None
+        self._each_label = spec.each or ""
         if spec.fields is not None and spec.each is not None:
             # The page's format says what `each` is (validation checks it the same way).
             self._child = FieldExtractor(spec.fields, json=json)
@@ -514,6 +628,8 @@ class CompiledField:
         if scope.selector is not None and self._each_xp is not None:
             root = scope.selector.root
             nodes = [] if isinstance(root, str) else self._each_xp(root)
+            if isinstance(nodes, list):
+                _capped(nodes, f"each: {self._each_label}")
             children = [
                 Scope(scope.url, Selector(root=n, type="html"), None, scope.page_text)
                 for n in nodes
@@ -521,7 +637,8 @@ class CompiledField:
             ]
         elif scope.json is not None and self._each_json is not None:
             children = [
-                Scope(scope.url, None, v, scope.page_text) for v in self._each_json.find(scope.json)
+                Scope(scope.url, None, v, scope.page_text)
+                for v in _capped(self._each_json.find(scope.json), f"each: {self._each_label}")
             ]
         else:
             children = []

@@ -29,6 +29,7 @@ from framework.extract.fields import (
     compile_xpath,
     looks_like_xpath,
 )
+from framework.extract.patterns import backtracking_risk
 from framework.spec.load import Document, Path_
 from framework.spec.models import KIND_NAME_RE, SOURCE_KEYS, JobSpec, PageKind
 from framework.spec.render import render_problems
@@ -150,6 +151,7 @@ def _literal(text: str) -> str:
     return re.sub(r"\{[^{}]*\}", "", text)
 
 
+_NO_NESTING = "one repeat per run of text, e.g. (a+)+ -> a+, (\\w+\\s?)+ -> [\\w\\s]+"
 _PROBE = etree.fromstring("<html><body><p class='a'>x</p></body></html>")
 
 
@@ -227,7 +229,14 @@ class _Checker:
             return None
         if pattern.fullmatch("") is not None:
             self.add(path, f"regex {expr!r} matches the empty string", "a regex that needs text")
+        self.risk(path, expr)
         return pattern
+
+    def risk(self, path: Path_, expr: str) -> None:
+        """A pattern known to backtrack catastrophically (framework.extract.patterns)."""
+        why = backtracking_risk(expr)
+        if why is not None:
+            self.add(path, f"regex {expr!r} {why}: it can backtrack catastrophically", _NO_NESTING)
 
     def template(self, path: Path_, text: Any, known: Iterable[str], what: str) -> None:
         if not isinstance(text, str):
@@ -309,6 +318,9 @@ class _Checker:
                         f"invalid regex {pattern!r}: {exc}",
                         "a valid regex",
                     )
+                else:
+                    if isinstance(pattern, str):
+                        self.risk((*path, "replace", i, "pattern"), pattern)
         default = raw.get("default")
         if default is not None and type_ in CONVERTERS and type_ not in ("string", "url"):
             try:

@@ -1,0 +1,241 @@
+"""Where the crawler may go: http(s) only, the job's hosts only, on every hop.
+
+Every request the framework sends carries ``dont_filter=True`` (the workspace rows are
+the dedupe), which also switches off Scrapy's own offsite filter. This downloader
+middleware takes its place, for every request, whatever made it (a start URL, a row, a
+sub-tab, robots.txt) and every redirect hop: Scrapy's RedirectMiddleware and
+MetaRefreshMiddleware hand the new request back to the engine, which sends it through
+``process_request`` again with the row in its meta. A refusal is an exception carrying
+its :class:`~framework.workspace.ErrorKind` (``scheme`` or ``offsite``), which the
+spider's errback records as the row's typed error, naming the target.
+
+It also sees what Scrapy would otherwise pass on silently: a 3xx or a meta refresh to a
+scheme Scrapy will not follow comes back as the redirect page itself (which would be
+parsed as an empty record); here it becomes a ``scheme`` error. And a download Scrapy
+cancelled for being over ``DOWNLOAD_MAXSIZE`` becomes a typed ``parse`` error that
+says so.
+
+Host rule, as Scrapy's ``allowed_domains``: a host is allowed when it is one of the
+domains or a subdomain of one (``example.org`` allows ``www.example.org``); ports do not
+matter; an empty list allows every host. Discovery (:mod:`framework.crawl.page`) uses
+:func:`url_refusal` too, so refused links never become rows at all.
+
+Cheap on purpose: it runs for every request. One cached URL parse (Scrapy's
+``urlparse_cached``, shared with its other middlewares), a set lookup per domain level.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urljoin, urlsplit
+
+from scrapy import signals
+from scrapy.exceptions import DownloadCancelledError, IgnoreRequest
+from scrapy.http import HtmlResponse
+from scrapy.utils.httpobj import urlparse_cached
+from scrapy.utils.response import get_meta_refresh
+from w3lib.url import safe_url_string
+
+from framework.workspace import ErrorKind, redact_url
+
+if TYPE_CHECKING:
+    from typing import Self
+
+    from scrapy import Request, Spider
+    from scrapy.crawler import Crawler
+    from scrapy.http import Response
+
+SCHEMES = frozenset({"http", "https"})
+REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
+_SHOWN = 200  # characters of a refused URL kept in a note
+
+
+def host_allowed(host: str, domains: frozenset[str]) -> bool:
+    """``host`` is one of ``domains`` or a subdomain of one (all allowed when empty)."""
+    if not domains or host in domains:
+        return True
+    dot = host.find(".")
+    while dot != -1:
+        if host[dot + 1 :] in domains:
+            return True
+        dot = host.find(".", dot + 1)
+    return False
+
+
+def refusal(scheme: str, host: str | None, domains: frozenset[str]) -> str | None:
+    """``"scheme"``, ``"offsite"`` or None (allowed), from a parsed URL's parts."""
+    if scheme not in SCHEMES:
+        return "scheme"
+    if not host_allowed((host or "").rstrip("."), domains):
+        return "offsite"
+    return None
+
+
+def url_refusal(url: str, domains: frozenset[str]) -> str | None:
+    """Why ``url`` may not be requested (``"scheme"``/``"offsite"``), or None."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname
+    except ValueError:  # e.g. an unbalanced "[": no host we could check, so none allowed
+        return "scheme" if url.partition(":")[0].lower() not in SCHEMES else "offsite"
+    return refusal(parts.scheme, host, domains)
+
+
+def shown(url: str) -> str:
+    """A refused URL as a note may show it: credentials and secret parameters masked,
+    the payload of a ``data:`` (or other non-hierarchical) URL left out, bounded."""
+    scheme, sep, _ = url.partition(":")
+    if sep and "://" not in url[: len(scheme) + 3] and scheme.lower() not in SCHEMES:
+        return f"{scheme}:..."
+    out = redact_url(url)
+    return out if len(out) <= _SHOWN else out[:_SHOWN] + "..."
+
+
+class Refused(IgnoreRequest):
+    """A request the crawler will not send; ``error_kind`` says why (scheme/offsite)."""
+
+    def __init__(self, error_kind: ErrorKind, message: str) -> None:
+        super().__init__(message)
+        self.error_kind = error_kind
+
+
+class ResponseTooLarge(Exception):
+    """A download Scrapy cancelled at ``DOWNLOAD_MAXSIZE``: the page is not read."""
+
+    error_kind = ErrorKind.PARSE
+
+
+class SafetyMiddleware:
+    """Downloader middleware: refuse other schemes and hosts, on every hop (see module)."""
+
+    def __init__(
+        self,
+        *,
+        maxsize: int,
+        meta_refresh: bool,
+        meta_refresh_maxdelay: float,
+        meta_refresh_ignore_tags: Iterable[str],
+        is_closing: Callable[[], bool] = lambda: False,
+        domains: Iterable[str] | None = None,
+    ) -> None:
+        self.maxsize = maxsize
+        self.meta_refresh = meta_refresh
+        self.meta_refresh_maxdelay = meta_refresh_maxdelay
+        self.meta_refresh_ignore_tags = list(meta_refresh_ignore_tags)
+        self.is_closing = is_closing
+        self.domains: frozenset[str] | None = (
+            None if domains is None else frozenset(_domain(d) for d in domains if d)
+        )
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> Self:
+        s = crawler.settings
+        mw = cls(
+            maxsize=s.getint("DOWNLOAD_MAXSIZE"),
+            meta_refresh=s.getbool("METAREFRESH_ENABLED"),
+            meta_refresh_maxdelay=s.getfloat("METAREFRESH_MAXDELAY"),
+            meta_refresh_ignore_tags=s.getlist("METAREFRESH_IGNORE_TAGS"),
+            is_closing=lambda: _engine_closing(crawler),
+        )
+        crawler.signals.connect(mw.spider_opened, signal=signals.spider_opened)
+        return mw
+
+    def spider_opened(self, spider: Spider) -> None:
+        self.domains = frozenset(
+            _domain(d) for d in getattr(spider, "allowed_domains", None) or () if d
+        )
+
+    # ------------------------------------------------------------------ requests
+    def process_request(self, request: Request) -> None:
+        parts = urlparse_cached(request)
+        why = refusal(parts.scheme, parts.hostname, self.domains or frozenset())
+        if why is not None:
+            raise self._refused(why, request.url, request)
+
+    def _refused(self, why: str, target: str, request: Request, via: str = "") -> Refused:
+        hops = request.meta.get("redirect_urls") or []
+        if not via and hops:
+            reasons = request.meta.get("redirect_reasons") or []
+            how = reasons[-1] if reasons else "redirect"
+            via = f"{how} from {shown(hops[-1])}"
+        what = f"{via} to {shown(target)}" if via else shown(target)
+        if why == "scheme":
+            scheme = target.partition(":")[0].lower()
+            return Refused(
+                ErrorKind.SCHEME,
+                f"refused {what}: scheme {scheme!r} is never requested (only http and https)",
+            )
+        host = _host(target)
+        return Refused(
+            ErrorKind.OFFSITE,
+            f"refused {what}: host {host!r} is not in allowed_domains "
+            f"({', '.join(sorted(self.domains or ())) or 'none'})",
+        )
+
+    # ----------------------------------------------------------------- responses
+    def process_response(self, request: Request, response: Response) -> Response:
+        # Scrapy's redirect middlewares hand back the redirecting page itself when the
+        # target's scheme is not http(s); an http(s) target came back as a new request
+        # through process_request instead, so only the scheme is left to check here.
+        if response.status in REDIRECT_STATUSES:
+            location = response.headers.get(b"Location")
+            if location and not request.meta.get("dont_redirect"):
+                target = _redirect_target(request, location)
+                if urlsplit(target).scheme not in SCHEMES:
+                    raise self._refused("scheme", target, request, f"{response.status}")
+        elif (
+            self.meta_refresh
+            and isinstance(response, HtmlResponse)
+            and request.method != "HEAD"
+            and not request.meta.get("dont_redirect")
+        ):
+            # cached per response: MetaRefreshMiddleware has already parsed it
+            interval, url = get_meta_refresh(response, ignore_tags=self.meta_refresh_ignore_tags)
+            if (
+                url
+                and interval is not None
+                and interval < self.meta_refresh_maxdelay
+                and urlsplit(url).scheme not in SCHEMES
+            ):
+                raise self._refused("scheme", url, request, "meta refresh")
+        return response
+
+    # ---------------------------------------------------------------- exceptions
+    def process_exception(self, request: Request, exception: Exception) -> Any:
+        # Scrapy 2.19's HTTP handler cancels a download for one reason of its own: the
+        # body (announced or received) passed DOWNLOAD_MAXSIZE. A stopping engine's
+        # cancellations are left as they are (the row stays for the next run).
+        if isinstance(exception, DownloadCancelledError) and not self.is_closing():
+            limit = request.meta.get("download_maxsize", self.maxsize)
+            raise ResponseTooLarge(
+                f"response larger than DOWNLOAD_MAXSIZE ({limit} bytes): download cancelled, "
+                "page not read"
+            ) from exception
+        return None
+
+
+def _host(url: str) -> str:
+    try:
+        return urlsplit(url).hostname or ""
+    except ValueError:
+        return ""
+
+
+def _domain(d: str) -> str:
+    return d.strip().lower().strip(".")
+
+
+def _redirect_target(request: Request, location: bytes) -> str:
+    """Where a 3xx points, resolved the way Scrapy's RedirectMiddleware resolves it."""
+    target = safe_url_string(location)
+    if location.startswith(b"//"):
+        target = urlparse_cached(request).scheme + "://" + target.lstrip("/")
+    return urljoin(request.url, target)
+
+
+def _engine_closing(crawler: Crawler) -> bool:
+    # Scrapy has no public "closing" flag before spider_closed; its engine slot's
+    # `closing` is set the moment close_spider starts (as framework.crawl.politeness reads).
+    slot = getattr(crawler.engine, "_slot", None)
+    return slot is not None and getattr(slot, "closing", None) is not None

@@ -1,0 +1,432 @@
+"""Hostile pages against the real CLI and the real engine (issue 8, items 1-4).
+
+Each test starts a hostile site (tests/fixtures/hostile.py) on 127.0.0.1 port 0, writes
+a spec for it and runs ``framework crawl`` in a child process. They assert what the
+crawler refuses: schemes other than http(s), hosts outside ``allowed_domains``, bodies
+and records over the size caps, patterns over the time budget; and that the crawl goes
+on and finishes with those rows as typed errors.
+
+The off-site host is a second server reached as ``localhost`` while the job's own host
+is ``127.0.0.1``: the same machine, a different host name, so a request to it is an
+off-site request that the test can count.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.fixtures.crawl import events, url_log, workspace_items
+from tests.fixtures.hostile import HostileServer
+
+EXIT_USAGE = 2
+EXIT_HALTED = 4
+MiB = 1024 * 1024
+
+PASSWD = Path("/etc/passwd")
+
+
+def _write_spec(root: Path, text: str) -> Path:
+    path = root / "projects" / "hostile" / "job.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def _rows(ws: Path) -> dict[str, dict[str, Any]]:
+    """Every row of the workspace by URL: status, error kind and note."""
+    con = sqlite3.connect(f"file:{ws / 'state.sqlite'}?mode=ro", uri=True)
+    try:
+        cur = con.execute("SELECT url, kind, status, last_error_kind, last_error FROM rows")
+        return {
+            url: {"kind": kind, "status": status, "error_kind": ek, "error": err}
+            for url, kind, status, ek, err in cur
+        }
+    finally:
+        con.close()
+
+
+def _workspace_bytes(ws: Path) -> bytes:
+    return b"".join(p.read_bytes() for p in sorted(ws.rglob("*")) if p.is_file())
+
+
+def _page(body: str, head: str = "") -> str:
+    return f"<html><head>{head}</head><body>{body}</body></html>"
+
+
+DETAIL_BY_URL = """\
+name: hostile
+source_type: hostile
+start_urls: ["{base}/"]
+pages:
+  list:
+    follow: {{css: "a::attr(href)", to: detail}}
+  detail:
+    id: {{url: '([^/]+)$'}}
+    fields:
+      text: {{re: '(?s)(.+)'}}
+"""
+
+
+# ---------------------------------------------------------------------- 1. schemes
+
+
+@pytest.mark.timeout(240)
+def test_links_redirects_and_refreshes_to_other_schemes_are_refused(
+    hostile_server: Callable[[], HostileServer], tmp_path: Path, crawl_cli
+) -> None:
+    site = hostile_server()
+    secret_line = PASSWD.read_text(encoding="utf-8").splitlines()[0]
+    site.route(
+        "/",
+        _page(
+            '<a href="file:///etc/passwd">passwd</a>'
+            '<a href="data:text/html,%3Ch1%3Epwned%20by%20data%3C/h1%3E">data</a>'
+            '<a href="ftp://127.0.0.1:1/ftp-file">ftp</a>'
+            '<a href="s3://some-bucket/key">s3</a>'
+            '<a href="/redirect-file">302 to file</a>'
+            '<a href="/redirect-data">302 to data</a>'
+            '<a href="/refresh-file">meta refresh to file</a>'
+            '<a href="/fine">a fine page</a>'
+        ),
+    )
+    site.route("/redirect-file", status=302, headers={"Location": "file:///etc/passwd"})
+    site.route(
+        "/redirect-data", status=302, headers={"Location": "data:text/plain,pwned%20by%20data"}
+    )
+    site.route(
+        "/refresh-file",
+        _page("moving", head='<meta http-equiv="refresh" content="0; url=file:///etc/passwd">'),
+    )
+    site.route("/fine", _page("<p>fine text</p>"))
+    spec = _write_spec(tmp_path, DETAIL_BY_URL.format(base=site.url))
+    ws = tmp_path / "ws"
+
+    r = crawl_cli("crawl", str(spec), "--workspace", str(ws), "-L", "INFO", timeout=180)
+    assert r.returncode == EXIT_HALTED, r.stderr[-3000:]
+    assert "Traceback" not in r.stderr
+
+    rows = _rows(ws)
+    # only http(s) rows exist: the other schemes were never discovered ...
+    assert all(u.startswith("http://") for u in rows), sorted(rows)
+    # ... and redirects / a meta refresh to them are typed row errors, not ok rows
+    for path in ("/redirect-file", "/redirect-data", "/refresh-file"):
+        row = rows[site.url + path]
+        assert row["status"] == "error", (path, row)
+        assert row["error_kind"] == "scheme", (path, row)
+    assert "file:///etc/passwd" in rows[site.url + "/redirect-file"]["error"]
+    assert rows[site.url + "/fine"]["status"] == "ok"
+    # the only item is the fine page's; nothing of the refused targets was stored
+    items = workspace_items(ws)
+    assert sorted(items) == ["hostile:fine"], sorted(items)
+    everything = _workspace_bytes(ws)
+    assert secret_line.encode() not in everything
+    assert b"pwned by data" not in everything
+    # nothing refused is silent: the refused links are counted and reported
+    refused = [e for e in events(ws) if e["event"] == "links_refused"]
+    assert refused, [e["event"] for e in events(ws)]
+    assert refused[-1]["counts"].get("scheme") == 4
+    assert "refused" in r.stderr
+    # every request actually made was http
+    assert all(line["url"].startswith("http://") for line in url_log(ws))
+
+
+# ---------------------------------------------------------------------- 2. off-site
+
+
+@pytest.mark.timeout(240)
+def test_offsite_links_redirects_and_refreshes_are_never_requested(
+    hostile_server: Callable[[], HostileServer], tmp_path: Path, crawl_cli
+) -> None:
+    site = hostile_server()
+    elsewhere = hostile_server()  # the same machine under another host name
+    other = f"http://localhost:{elsewhere.port}"
+    for path in ("/", "/landing", "/refreshed", "/linked", "/robots.txt"):
+        elsewhere.route(path, _page("<p>off-site content</p>"))
+    site.route(
+        "/",
+        _page(
+            f'<a href="{other}/linked">off-site link</a>'
+            f'<a href="//localhost:{elsewhere.port}/linked">protocol-relative</a>'
+            '<a href="/redirect-off">302 off-site</a>'
+            '<a href="/refresh-off">meta refresh off-site</a>'
+            '<a href="/chain">302 on-site, then off-site</a>'
+            '<a href="/fine">fine</a>'
+        ),
+    )
+    site.route("/redirect-off", status=302, headers={"Location": f"{other}/landing?token=s3cr3t"})
+    site.route("/chain", status=301, headers={"Location": "/redirect-off"})
+    site.route(
+        "/refresh-off",
+        _page("moving", head=f'<meta http-equiv="refresh" content="0; url={other}/refreshed">'),
+    )
+    site.route("/fine", _page("<p>fine text</p>"))
+    spec = _write_spec(tmp_path, DETAIL_BY_URL.format(base=site.url))
+    ws = tmp_path / "ws"
+
+    r = crawl_cli("crawl", str(spec), "--workspace", str(ws), "-L", "INFO", timeout=180)
+    assert r.returncode == EXIT_HALTED, r.stderr[-3000:]
+    assert "Traceback" not in r.stderr
+
+    assert elsewhere.total_hits() == 0  # not one request, not even robots.txt
+    rows = _rows(ws)
+    assert not [u for u in rows if "localhost" in u], sorted(rows)
+    for path in ("/redirect-off", "/refresh-off", "/chain"):
+        row = rows[site.url + path]
+        assert (row["status"], row["error_kind"]) == ("error", "offsite"), (path, row)
+    # the note names the target, with its secrets masked
+    note = rows[site.url + "/redirect-off"]["error"]
+    assert f"localhost:{elsewhere.port}/landing" in note
+    assert "s3cr3t" not in note
+    assert rows[site.url + "/fine"]["status"] == "ok"
+    refused = [e for e in events(ws) if e["event"] == "links_refused"]
+    assert refused
+    assert refused[-1]["counts"].get("offsite") == 2
+    assert b"s3cr3t" not in _workspace_bytes(ws)
+
+
+# ---------------------------------------------------------------------- 3. sizes
+
+
+def _chunks(total: int, chunk: int = 256 * 1024) -> Callable[[], Any]:
+    def gen() -> Any:
+        sent = 0
+        block = b"<p>" + b"x" * (chunk - 7) + b"</p>\n"
+        while sent < total:
+            yield block
+            sent += len(block)
+
+    return gen
+
+
+@pytest.mark.timeout(240)
+def test_oversized_bodies_and_records_are_typed_errors_and_the_crawl_goes_on(
+    hostile_server: Callable[[], HostileServer], tmp_path: Path, crawl_cli
+) -> None:
+    site = hostile_server()
+    site.route(
+        "/",
+        _page(
+            '<a href="/endless">endless</a><a href="/announced">announced</a>'
+            '<a href="/fat-record">fat record</a><a href="/fat-field">fat field</a>'
+            '<a href="/nested.json">nested</a>'
+            '<a href="/fine">fine</a>'
+        ),
+    )
+    # no length, just more and more body (stopped by the server at 40 MiB, past the cap)
+    site.route("/endless", stream=_chunks(40 * MiB))
+    # a Content-Length over the cap: refused before the body is read
+    site.route("/announced", b"<p>" + b"y" * (33 * MiB) + b"</p>")
+    # a record over the item cap: two fields of 600 KiB (each under the selector cap)
+    half = "z" * (600 * 1024)
+    site.route("/fat-record", _page(f"<div id='blob'>{half}</div><div id='more'>{half}</div>"))
+    # one selector returning more text than the selector cap (2 MiB)
+    site.route("/fat-field", _page("<div id='blob'>" + "f" * (2 * MiB) + "</div>"))
+    # 240 bytes of JSON that a recursive JSON path turns into millions of matches
+    depth = 120
+    site.route(
+        "/nested.json", "[" * depth + "]" * depth, headers={"Content-Type": "application/json"}
+    )
+    site.route("/fine", _page("<div id='blob'>fine</div>"))
+    spec = _write_spec(
+        tmp_path,
+        f"""\
+name: hostile
+source_type: hostile
+start_urls: ["{site.url}/"]
+pages:
+  list:
+    follow:
+      - {{pattern: '/(endless|announced|fat-record|fat-field|fine)$', to: detail}}
+      - {{pattern: '/nested[.]json$', to: api}}
+  detail:
+    id: {{url: '([^/]+)$'}}
+    fields:
+      blob: {{css: "#blob::text"}}
+      more: {{css: "#more::text"}}
+  api:
+    format: json
+    id: {{url: '([^/]+)$'}}
+    fields:
+      everything: {{json: '$..*..*..*', many: true}}
+""",
+    )
+    ws = tmp_path / "ws"
+
+    r = crawl_cli("crawl", str(spec), "--workspace", str(ws), "-L", "WARNING", timeout=180)
+    assert r.returncode == EXIT_HALTED, r.stderr[-3000:]
+    assert "Traceback" not in r.stderr
+
+    rows = _rows(ws)
+    for path, words in (
+        ("/endless", "DOWNLOAD_MAXSIZE"),
+        ("/announced", "DOWNLOAD_MAXSIZE"),
+        ("/fat-record", "FRAMEWORK_MAX_ITEM_BYTES"),
+        ("/fat-field", "FRAMEWORK_MAX_MATCH_CHARS"),
+        ("/nested.json", "FRAMEWORK_MAX_MATCHES"),
+    ):
+        row = rows[site.url + path]
+        assert (row["status"], row["error_kind"]) == ("error", "parse"), (path, row)
+        assert words in row["error"], (path, row["error"])
+    assert rows[site.url + "/fine"]["status"] == "ok"
+    assert sorted(workspace_items(ws)) == ["hostile:fine"]
+    # nothing big was kept: the workspace is a few hundred KB, not megabytes
+    assert len(_workspace_bytes(ws)) < 4 * MiB
+
+
+@pytest.mark.timeout(240)
+def test_download_maxsize_is_overridable_per_job(
+    hostile_server: Callable[[], HostileServer], tmp_path: Path, crawl_cli
+) -> None:
+    site = hostile_server()
+    site.route("/", _page('<a href="/medium">medium</a>'))
+    site.route("/medium", _page("<div id='blob'>" + "m" * (300 * 1024) + "</div>"))
+    spec = _write_spec(tmp_path, DETAIL_BY_URL.format(base=site.url))
+    ws = tmp_path / "ws"
+    r = crawl_cli(
+        "crawl",
+        str(spec),
+        "--workspace",
+        str(ws),
+        "-s",
+        "DOWNLOAD_MAXSIZE=100000",
+        "-L",
+        "WARNING",
+        timeout=180,
+    )
+    assert r.returncode == EXIT_HALTED, r.stderr[-3000:]
+    row = _rows(ws)[site.url + "/medium"]
+    assert (row["status"], row["error_kind"]) == ("error", "parse"), row
+    assert "100000" in row["error"]
+
+
+# ---------------------------------------------------------------------- 4. patterns
+
+# Exponential for a backtracking engine on "aaaa...!", and not one of the shapes
+# `validate` can tell (nested quantifiers, identical alternatives): the time budget is
+# what stops it.
+SLOW = "(a|aa)+$"
+
+
+@pytest.mark.timeout(240)
+def test_catastrophic_patterns_time_out_as_parse_errors(
+    hostile_server: Callable[[], HostileServer], tmp_path: Path, crawl_cli
+) -> None:
+    site = hostile_server()
+    site.route(
+        "/",
+        _page('<a href="/slow-re">re</a><a href="/slow-xpath">xpath</a><a href="/fine">fine</a>'),
+    )
+    trap = "<p>" + "a" * 60 + "!</p>"
+    site.route("/slow-re", _page(trap))
+    site.route("/slow-xpath", _page(trap))
+    site.route("/fine", _page("<p>fine</p>"))
+    spec = _write_spec(
+        tmp_path,
+        f"""\
+name: hostile
+source_type: hostile
+start_urls: ["{site.url}/"]
+pages:
+  list:
+    follow:
+      - {{pattern: '/slow-re$', to: by_re}}
+      - {{pattern: '/slow-xpath$', to: by_xpath}}
+      - {{pattern: '/fine$', to: by_re}}
+  by_re:
+    id: {{url: '([^/]+)$'}}
+    fields:
+      trap: {{re: '{SLOW}'}}
+  by_xpath:
+    id: {{url: '([^/]+)$'}}
+    fields:
+      trap: {{xpath: "//p[re:test(., '{SLOW}')]/text()"}}
+""",
+    )
+    ws = tmp_path / "ws"
+    r = crawl_cli(
+        "crawl",
+        str(spec),
+        "--workspace",
+        str(ws),
+        "-s",
+        "FRAMEWORK_EXTRACT_TIMEOUT=1",
+        "-L",
+        "WARNING",
+        timeout=120,
+    )
+    assert r.returncode == EXIT_HALTED, r.stderr[-3000:]
+    assert "Traceback" not in r.stderr
+    rows = _rows(ws)
+    for path in ("/slow-re", "/slow-xpath"):
+        row = rows[site.url + path]
+        assert (row["status"], row["error_kind"]) == ("error", "parse"), (path, row)
+        assert "FRAMEWORK_EXTRACT_TIMEOUT" in row["error"], row["error"]
+    assert rows[site.url + "/fine"]["status"] == "ok"
+    # final, not retried: a second run has nothing to do and cannot hang again
+    again = crawl_cli("crawl", str(spec), "--workspace", str(ws), timeout=60)
+    assert "nothing to do" in again.stderr
+
+
+@pytest.mark.parametrize(
+    ("where", "pattern"),
+    [
+        ("re", "(a+)+$"),
+        ("re", "(a*)*b"),
+        ("re", "(x|x)*y"),
+        ("re", "^(\\w+\\s?)+$"),
+        ("xpath", "(a+)+$"),
+        ("replace", "(a+)+$"),
+    ],
+)
+def test_validate_refuses_patterns_that_backtrack_catastrophically(
+    tmp_path: Path, crawl_cli, where: str, pattern: str
+) -> None:
+    field = {
+        "re": f"{{re: '{pattern}'}}",
+        "xpath": f"{{xpath: \"//p[re:test(., '{pattern}')]/text()\"}}",
+        "replace": f"{{css: 'p::text', replace: [{{pattern: '{pattern}'}}]}}",
+    }[where]
+    spec = _write_spec(
+        tmp_path,
+        f"""\
+name: hostile
+source_type: hostile
+start_urls: ["http://127.0.0.1:1/"]
+detail:
+  id: {{css: "h1::text"}}
+  fields:
+    trap: {field}
+""",
+    )
+    r = crawl_cli("validate", str(spec))
+    assert r.returncode == EXIT_USAGE, (r.stdout, r.stderr)
+    out = r.stdout + r.stderr
+    assert "backtrack" in out, out
+    assert f"{spec}:7:" in out, out  # file:line:col of the field
+
+
+def test_validate_accepts_ordinary_patterns(tmp_path: Path, crawl_cli) -> None:
+    spec = _write_spec(
+        tmp_path,
+        """\
+name: hostile
+source_type: hostile
+start_urls: ["http://127.0.0.1:1/"]
+detail:
+  id: {re: 'Case (\\d+)/\\d{4}'}
+  fields:
+    a: {re: '(\\w+\\s)+:'}
+    b: {re: '(?:ab+c)+'}
+    c: {re: '(\\d+,)+\\d+'}
+    d: {xpath: "//p[re:test(., '^[0-9]+$')]/text()"}
+    e: {css: 'p::text', replace: [{pattern: '\\s*\\(.*?\\)'}]}
+""",
+    )
+    r = crawl_cli("validate", str(spec))
+    assert r.returncode == 0, (r.stdout, r.stderr, json.dumps(str(spec)))
