@@ -96,6 +96,20 @@ def marked_processes(mark: str) -> list[psutil.Process]:
     return found
 
 
+def children() -> set[psutil.Process]:
+    return set(psutil.Process().children(recursive=True))
+
+
+def new_children(before: set[psutil.Process]) -> list[psutil.Process]:
+    """Children of this test started since ``before`` (other tests' servers may run)."""
+    found = []
+    for proc in children() - before:
+        with contextlib.suppress(psutil.NoSuchProcess):  # gone while we looked: fine
+            if proc.status() != psutil.STATUS_ZOMBIE:
+                found.append(proc)
+    return found
+
+
 def port_closed(port: int) -> bool:
     with socket.socket() as s:
         s.settimeout(2)
@@ -121,6 +135,7 @@ def summary(output: str) -> dict[str, str]:
 
 def test_make_demo_on_an_occupied_default_port(clone: Path) -> None:
     mark = uuid.uuid4().hex
+    before = children()
     with occupied(8800):
         proc = make_demo(clone, demo_env(clone, mark))
         out, _ = proc.communicate(timeout=240)
@@ -163,13 +178,15 @@ def test_make_demo_on_an_occupied_default_port(clone: Path) -> None:
     assert "$ framework status demo" in out
     assert "unfinished" in out
 
-    assert marked_processes(mark) == []
+    assert new_children(before) == []
+    assert marked_processes(mark) == []  # also what was orphaned (reparented to init)
     assert port_closed(site_port)
     assert port_closed(ingest_port)
 
 
 def test_ctrl_c_stops_every_process_of_the_demo(clone: Path) -> None:
     mark = uuid.uuid4().hex
+    before = children()
     proc = make_demo(clone, demo_env(clone, mark))
     assert proc.stdout is not None
     seen = []
@@ -187,6 +204,7 @@ def test_ctrl_c_stops_every_process_of_the_demo(clone: Path) -> None:
     out = "".join(seen) + rest
     assert proc.returncode != 0, out
     assert "interrupted; stopping what it started" in out
+    assert new_children(before) == []
     assert marked_processes(mark) == []
     site_port = int(found(r"demo site:\s+http://127\.0\.0\.1:(\d+)/cases", out))
     assert port_closed(site_port)
