@@ -16,7 +16,7 @@ a failed request closes its page. Settings, read here and nowhere else:
 
 from __future__ import annotations
 
-import logging
+import asyncio
 from typing import TYPE_CHECKING, Any
 
 from scrapy import Spider
@@ -32,7 +32,6 @@ if TYPE_CHECKING:
 
 __all__ = ["RenderingHandler"]
 
-logger = logging.getLogger(__name__)
 
 DEFAULT_PAGES = 4
 
@@ -53,9 +52,24 @@ class RenderingHandler(ScrapyPlaywrightDownloadHandler):
         pages = max(self.config.max_pages_per_context, 1)
         self.reuse = settings.getbool("FRAMEWORK_RENDER_REUSE", True)
         self.pool = PagePool(pages)
+        self._launch_lock = asyncio.Lock()
+        self._started = False
         self._stats = crawler.stats
 
+    async def _maybe_launch_in_thread(self) -> None:
+        # scrapy-playwright starts Playwright (a node process, ~100 MiB) when the engine
+        # starts, in every handler instance: one per scheme. Started on the first
+        # rendered request instead, an https handler of an http site costs nothing.
+        return None
+
+    async def _launched(self) -> None:
+        async with self._launch_lock:
+            if not self._started:
+                await self._launch()
+                self._started = True
+
     async def _download_request(self, request: Request, spider: Spider | None = None) -> Response:
+        await self._launched()
         if not self.reuse:
             return await super()._download_request(request, spider)
         spider = spider or self._crawler.spider
