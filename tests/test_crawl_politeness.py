@@ -91,3 +91,74 @@ def test_a_deadline_from_an_earlier_run_rides_on_the_request() -> None:
     req = Request("http://127.0.0.1:1/x", meta={"fw_not_before": time.time() + 30})
     assert 0 < mw._wait(req) <= 30
     assert mw._wait(Request("http://127.0.0.1:1/x")) <= 0
+
+
+@pytest.mark.parametrize("value", ["\xb2", "\u0663", "12\x0034", "Mon, 01 Jan 99999 00:00:00 GMT"])
+def test_what_no_server_means_is_unreadable_not_an_error(value: str) -> None:
+    # str.isdigit() takes "²" and "٣", which float() then refuses
+    assert parse_retry_after(value) is None
+    assert parse_retry_after(value.encode("utf-8")) is None
+
+
+def test_huge_delta_seconds_are_read_as_huge_for_the_caller_to_clamp() -> None:
+    assert parse_retry_after("99999999999999999999") == 1e20
+    assert parse_retry_after("9" * 400) == float("inf")
+
+
+@pytest.mark.parametrize("value", ["99999999999999999999", "9" * 400, "999999999"])
+def test_a_demand_is_clamped_to_the_maximum(value: str) -> None:
+    mw = RetryAfterMiddleware(cap=60, default=5, maximum=3600)
+    req = Request("http://127.0.0.1:1/x")
+    mw.process_response(req, _response(429, value))
+    assert req.meta["fw_retry_after"] == 3600
+    assert req.meta["fw_retry_after_over_cap"] is True
+
+
+def test_under_a_maximum_below_the_cap_the_crawl_waits_instead_of_stopping() -> None:
+    mw = RetryAfterMiddleware(cap=60, default=5, maximum=30)
+    req = Request("http://127.0.0.1:1/x")
+    mw.process_response(req, _response(429, "999999999"))
+    assert req.meta["fw_retry_after"] == 30
+    assert "fw_retry_after_over_cap" not in req.meta
+    assert 0 < mw._wait(Request("http://127.0.0.1:1/y")) <= 30
+
+
+def test_backoff_doubles_with_jitter_within_its_bounds() -> None:
+    import random
+
+    from framework.crawl.politeness import backoff_delay
+
+    rng = random.Random(1)
+    for failures in range(1, 40):
+        raw = 0.5 * 2 ** (failures - 1)
+        for _ in range(20):
+            got = backoff_delay(failures, base=0.5, maximum=10, rng=rng)
+            assert min(raw, 10) <= got <= min(1.5 * raw, 10)
+    # jitter: rows that failed together do not come back together
+    assert len({backoff_delay(2, 1.0, 60, rng) for _ in range(10)}) > 1
+    assert backoff_delay(1, 0.0, 60, rng) == 0.0
+
+
+def test_an_unreachable_robots_txt_is_one_log_line(caplog: pytest.LogCaptureFixture) -> None:
+    from scrapy.exceptions import DownloadConnectionRefusedError, IgnoreRequest
+    from scrapy.http.request import NO_CALLBACK
+
+    from framework.crawl.politeness import RobotsTxtFailures
+
+    mw = RobotsTxtFailures()
+    robots = Request(
+        "http://user:secret@127.0.0.1:1/robots.txt",
+        meta={"dont_obey_robotstxt": True},
+        callback=NO_CALLBACK,
+    )
+    refused = DownloadConnectionRefusedError("Connection was refused by other side: 111")
+    with caplog.at_level("WARNING"), pytest.raises(IgnoreRequest):
+        mw.process_exception(robots, refused)
+    [record] = caplog.records
+    assert record.exc_info is None
+    assert "robots.txt of" in record.getMessage()
+    assert "could not be fetched" in record.getMessage()
+    assert "secret" not in record.getMessage()
+    # the spider's own requests, and robots.txt decisions, are not its business
+    assert mw.process_exception(Request("http://127.0.0.1:1/robots.txt"), refused) is None
+    assert mw.process_exception(robots, IgnoreRequest("x")) is None

@@ -11,7 +11,7 @@ from __future__ import annotations
 import click
 
 from framework.cli.status import open_job_workspace, recorded_max_attempts
-from framework.workspace import RequeueFilter, utc_now
+from framework.workspace import RequeueFilter, deferrals, utc_now
 
 
 @click.command("requeue")
@@ -20,6 +20,12 @@ from framework.workspace import RequeueFilter, utc_now
 @click.option("--exhausted", is_flag=True, help="Error rows the next run would not retry.")
 @click.option("--kind", default=None, help="Only rows of this kind (e.g. detail, detail.rulings).")
 @click.option("--url-contains", "url_contains", default=None, help="Only rows whose URL has S.")
+@click.option(
+    "--clear-deferrals",
+    "clear_deferrals",
+    is_flag=True,
+    help="Also forget every host's Retry-After deadline (see `framework status`).",
+)
 @click.option(
     "--workspace", "workspace", default=None, help="Workspace folder (default var/<job>)."
 )
@@ -30,6 +36,7 @@ def requeue(
     kind: str | None,
     url_contains: str | None,
     workspace: str | None,
+    clear_deferrals: bool,
 ) -> int:
     """Put matching rows back to pending with a fresh attempt budget.
 
@@ -56,6 +63,17 @@ def requeue(
                 "max_attempts": max_attempts,
             }
         )
+        if clear_deferrals:
+            cleared = deferrals.clear(ws.store)
+            ws.events.append(
+                {
+                    "event": "deferrals_cleared",
+                    "time": utc_now(),
+                    "why": "requeue --clear-deferrals",
+                    "hosts": {h: deferrals.iso(u) for h, u in sorted(cleared.items())},
+                }
+            )
+            click.echo(f"cleared {len(cleared)} Retry-After deferrals")
     click.echo(f"requeued {count} rows")
     return 0
 

@@ -143,6 +143,11 @@ def render(job: str, r: dict[str, Any]) -> str:
                     for m in r[key]
                 ],
             )
+    for d in r.get("deferrals", []):
+        out.append(
+            f"deferred: {d['host']} asked not to be called before {d['until']} (Retry-After;"
+            " `framework requeue --clear-deferrals` lifts it)"
+        )
     out.append("")
     run = r["last_run"]
     if run is None:

@@ -9,10 +9,22 @@ as a checkpoint (come back later). The deadline only ever moves later, and the r
 keeps it in the workspace: a restarted crawl waits for it (or, when it is still over the
 cap, stops before sending anything), so a cron loop cannot hammer a site that asked it
 to wait.
+
+Every demand is clamped to ``FRAMEWORK_RETRY_AFTER_MAX`` (default one day): a value no
+server means (``Retry-After: 99999999999999999999``, a date in 2058) cannot defer a job
+for ever. The same seam waits between a row's attempts: the runtime puts the row's
+retry time (:func:`backoff_delay`) in the request's ``fw_not_before``, which
+``process_request`` honours like an earlier run's deadline.
+
+:class:`RobotsTxtFailures` turns a robots.txt that cannot be fetched (a host that is
+down, a name that does not resolve) into one log line instead of Scrapy's traceback.
 """
 
 from __future__ import annotations
 
+import logging
+import random
+import re
 import time
 from collections.abc import Callable
 from email.utils import parsedate_to_datetime
@@ -20,7 +32,10 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from scrapy.exceptions import IgnoreRequest
+from scrapy.http.request import NO_CALLBACK
 from scrapy.utils.asyncio import sleep
+
+from framework.workspace import redact_url
 
 if TYPE_CHECKING:
     from typing import Self
@@ -28,8 +43,12 @@ if TYPE_CHECKING:
     from scrapy.crawler import Crawler
     from scrapy.http import Request, Response
 
+logger = logging.getLogger(__name__)
+
 RATE_LIMIT_STATUSES = frozenset({429, 503})
 WAIT_SLICE = 0.25  # seconds
+RETRY_AFTER_MAX = 86400.0  # seconds: the longest Retry-After believed (FRAMEWORK_RETRY_AFTER_MAX)
+_DELTA_SECONDS = re.compile(r"[0-9]+")  # ASCII only: str.isdigit() also takes "²"
 
 
 def _engine_closing(crawler: Crawler) -> bool:
@@ -40,22 +59,38 @@ def _engine_closing(crawler: Crawler) -> bool:
 
 
 def parse_retry_after(value: str | bytes | None, now: float | None = None) -> float | None:
-    """Seconds to wait from a Retry-After value, or None when absent or unreadable."""
+    """Seconds to wait from a Retry-After value, or None when absent or unreadable.
+
+    Never raises on what a server sends. Any run of digits is read, however long
+    (``99999999999999999999`` is 1e20 s, a longer one infinity): the caller clamps.
+    """
     if value is None:
         return None
     text = value.decode("latin-1") if isinstance(value, bytes) else value
     text = text.strip()
     if not text:
         return None
-    if text.isdigit():
-        return float(text)
+    if _DELTA_SECONDS.fullmatch(text):
+        return float(text)  # a digit string too long for a float reads as inf, not an error
     try:
         when = parsedate_to_datetime(text)
-    except (TypeError, ValueError, IndexError):
+        if when.tzinfo is None:  # RFC 9110 HTTP-dates are GMT
+            return None
+        at = when.timestamp()
+    except (TypeError, ValueError, IndexError, OverflowError):
         return None
-    if when.tzinfo is None:  # RFC 9110 HTTP-dates are GMT
-        return None
-    return max(0.0, when.timestamp() - (time.time() if now is None else now))
+    return max(0.0, at - (time.time() if now is None else now))
+
+
+def backoff_delay(failures: int, base: float, maximum: float, rng: random.Random) -> float:
+    """Seconds before a row's next attempt after its ``failures``-th failed one in this
+    run: ``base * 2**(failures - 1)``, stretched by a random 0-50 % so that rows that
+    failed together do not come back together, and never over ``maximum``. It is never
+    under ``base`` (unless ``maximum`` is), so attempts are at least ``base`` apart."""
+    if base <= 0 or failures < 1:
+        return 0.0
+    raw = base * 2.0 ** min(failures - 1, 30)
+    return max(0.0, min(maximum, raw * rng.uniform(1.0, 1.5)))
 
 
 class Abandoned(IgnoreRequest):
@@ -64,11 +99,16 @@ class Abandoned(IgnoreRequest):
 
 class RetryAfterMiddleware:
     def __init__(
-        self, cap: float, default: float, is_closing: Callable[[], bool] = lambda: False
+        self,
+        cap: float,
+        default: float,
+        is_closing: Callable[[], bool] = lambda: False,
+        maximum: float = RETRY_AFTER_MAX,
     ) -> None:
         self.cap = cap
         self.default = default
         self.is_closing = is_closing
+        self.maximum = maximum
         self.not_before: dict[str, float] = {}
 
     @classmethod
@@ -78,6 +118,7 @@ class RetryAfterMiddleware:
             cap=s.getfloat("FRAMEWORK_RETRY_AFTER_CAP", 120.0),
             default=s.getfloat("FRAMEWORK_RETRY_AFTER_DEFAULT", 5.0),
             is_closing=lambda: _engine_closing(crawler),
+            maximum=s.getfloat("FRAMEWORK_RETRY_AFTER_MAX", RETRY_AFTER_MAX),
         )
 
     async def process_request(self, request: Request) -> None:
@@ -102,7 +143,7 @@ class RetryAfterMiddleware:
         asked = parse_retry_after(response.headers.get(b"Retry-After"))
         if asked is None and response.status == 503:
             return response  # a plain outage, not a rate limit: the row's attempts apply
-        delay = self.default if asked is None else asked
+        delay = min(self.default if asked is None else asked, self.maximum)
         # The response is not bound to its request yet; the spider reads these through
         # response.meta, which is the request's meta.
         request.meta["fw_retry_after"] = delay
@@ -112,3 +153,36 @@ class RetryAfterMiddleware:
         host = urlsplit(request.url).netloc
         self.not_before[host] = max(self.not_before.get(host, 0.0), time.monotonic() + delay)
         return response
+
+
+class RobotsTxtFailures:
+    """One log line when a host's robots.txt cannot be fetched.
+
+    Scrapy's RobotsTxtMiddleware logs any failure of its robots.txt download at ERROR
+    with the whole traceback (some 90 lines for a refused connection) and then crawls as
+    if robots.txt allowed everything. It treats an ``IgnoreRequest`` the same way but
+    without logging, so this middleware says what happened in one line and hands it an
+    ``IgnoreRequest``: the crawl behaves exactly as before, only the log changes. The
+    pages' own requests then fail (or not) on their own, as typed row errors.
+    """
+
+    def process_exception(self, request: Request, exception: Exception) -> None:
+        if not _is_robots_request(request) or isinstance(exception, IgnoreRequest):
+            return
+        logger.warning(
+            "robots.txt of %s could not be fetched (%s: %s): crawling as if it allowed everything",
+            redact_url(request.url),
+            type(exception).__name__,
+            " ".join(str(exception).split())[:200],
+        )
+        raise IgnoreRequest(f"robots.txt unavailable: {type(exception).__name__}")
+
+
+def _is_robots_request(request: Request) -> bool:
+    # How RobotsTxtMiddleware builds its own request; the spider's requests never carry
+    # dont_obey_robotstxt nor NO_CALLBACK.
+    return (
+        bool(request.meta.get("dont_obey_robotstxt"))
+        and request.callback is NO_CALLBACK
+        and urlsplit(request.url).path == "/robots.txt"
+    )

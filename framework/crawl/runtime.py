@@ -19,20 +19,21 @@ plain values so tests can build it directly. It never touches HTTP delivery.
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
+import math
+import random
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from framework.crawl.page import CompiledJob, PageError, PageResult, Record
+from framework.crawl.politeness import RETRY_AFTER_MAX, backoff_delay
 from framework.crawl.secrets import Secrets
 from framework.crawl.stopping import stops_on_workspace_fault
 from framework.crawl.verdict import exit_code, row_totals
@@ -45,6 +46,7 @@ from framework.workspace import (
     PartWrite,
     Row,
     Workspace,
+    deferrals,
     redact_url,
     utc_now,
 )
@@ -62,7 +64,11 @@ REASON_MAX_REQUESTS = "max_requests"
 REASON_RATE_LIMITED = "rate_limited"
 REASON_ERROR_RATE = "error_rate"
 REASON_ALREADY_DONE = "already_done"
-NOT_BEFORE_META = "not_before"
+REASON_HOST_DOWN = "host_down"
+NOT_BEFORE_META = deferrals.NOT_BEFORE_META
+# Failures that say the host cannot be reached at all, whatever the URL: they count
+# toward the down-host stop and a stopped outage gives their attempts back.
+HOST_FAILURES = frozenset({ErrorKind.CONNECT, ErrorKind.DNS})
 
 
 @dataclass
@@ -73,6 +79,10 @@ class Limits:
     error_rate_max: float = 0.5
     error_rate_window: int = 50
     retry_after_cap: float = 120.0
+    retry_after_max: float = RETRY_AFTER_MAX  # no deadline is kept further ahead than this
+    backoff_base: float = 1.0  # seconds before a row's 2nd attempt in a run, doubling...
+    backoff_max: float = 30.0  # ... up to this
+    down_host_after: int = 3  # connect/dns failures in a row that make a host "down"
 
 
 @dataclass
@@ -107,6 +117,7 @@ class CrawlRuntime:
         spec_hash: str,
         limits: Limits,
         fresh: bool = False,
+        rng: random.Random | None = None,
     ) -> None:
         self.ws = ws
         self.job = job
@@ -125,6 +136,14 @@ class CrawlRuntime:
         # host -> epoch seconds before which it asked not to be called (Retry-After);
         # kept in the workspace so a restarted crawl honours it too. Only moves later.
         self.not_before: dict[str, float] = {}
+        # Waiting between a row's attempts: failed attempts per row in this run, and
+        # the epoch time before which its retry must not be sent (read by the spider).
+        self._rng = rng or random.Random()
+        self._failed: dict[int, int] = {}
+        self._retry_at: dict[int, float] = {}
+        # host -> row ids of its latest connect/dns failures with no answer since
+        self._outage: dict[str, list[int]] = {}
+        self.down_hosts: set[str] = set()
         self._stack = ExitStack()
         # {env:NAME} values never reach a row, a log file or a log line: see secrets.py
         self.secrets = Secrets.from_spec(self.spec)
@@ -148,6 +167,10 @@ class CrawlRuntime:
             error_rate_max=s.getfloat("FRAMEWORK_ERROR_RATE_MAX", 0.5),
             error_rate_window=s.getint("FRAMEWORK_ERROR_RATE_WINDOW", 50),
             retry_after_cap=s.getfloat("FRAMEWORK_RETRY_AFTER_CAP", 120.0),
+            retry_after_max=s.getfloat("FRAMEWORK_RETRY_AFTER_MAX", RETRY_AFTER_MAX),
+            backoff_base=s.getfloat("FRAMEWORK_RETRY_BACKOFF_BASE", 1.0),
+            backoff_max=s.getfloat("FRAMEWORK_RETRY_BACKOFF_MAX", 30.0),
+            down_host_after=s.getint("FRAMEWORK_DOWN_HOST_AFTER", 3),
         )
         spec_hash = "sha256:" + hashlib.sha256(spec_path.read_bytes()).hexdigest()
         ws = Workspace.open(Path(jobdir), create=True)
@@ -173,13 +196,12 @@ class CrawlRuntime:
             # never not at all
             self.event("spec_changed", spec_hash=self.spec_hash, previous=previous)
         self.ws.record_spec(self.spec_hash)
-        raw = store.get_meta(NOT_BEFORE_META)
-        self.not_before = json.loads(raw) if raw else {}
         now = time.time()
+        self.not_before = self._load_deferrals(now)
         for host, until in sorted(self.not_before.items()):
             if until - now > self.limits.retry_after_cap:
                 self.stop_reason = REASON_RATE_LIMITED
-                when = datetime.fromtimestamp(until, UTC).isoformat(timespec="seconds")
+                when = deferrals.iso(until)
                 self.event("run_deferred", host=host, until=when)
                 logger.warning(
                     "%s asked not to be called before %s (Retry-After): run again later",
@@ -213,17 +235,57 @@ class CrawlRuntime:
             if row.id <= self._boundary:  # rows made by this run are scheduled as found
                 yield row
 
+    def _load_deferrals(self, now: float) -> dict[str, float]:
+        """The hosts' Retry-After deadlines kept by earlier runs: none on a fresh run
+        (it clears them on purpose), and never further ahead than the maximum (a value
+        kept before the clamp existed, or written by hand, is repaired in place)."""
+        store = self.ws.store
+        if self.fresh:
+            cleared = deferrals.clear(store)
+            if cleared:
+                self.event(
+                    "deferrals_cleared",
+                    why="fresh run requested",
+                    hosts={h: deferrals.iso(u) for h, u in sorted(cleared.items())},
+                )
+            return {}
+        stored, repaired = deferrals.load(store)
+        clamped = deferrals.clamp(stored, now, self.limits.retry_after_max)
+        if repaired or clamped != stored:
+            deferrals.save(store, clamped)
+            self.event(
+                "deferrals_clamped",
+                max_s=self.limits.retry_after_max,
+                hosts={h: deferrals.iso(u) for h, u in sorted(clamped.items())},
+            )
+            logger.warning(
+                "Retry-After deadlines in the workspace were unreadable or further ahead "
+                "than FRAMEWORK_RETRY_AFTER_MAX (%.0fs): repaired",
+                self.limits.retry_after_max,
+            )
+        return clamped
+
     def _defer_host(self, url: str, delay: float) -> None:
         host = urlsplit(url).netloc
+        if not math.isfinite(delay) or delay > self.limits.retry_after_max:
+            delay = self.limits.retry_after_max
         until = time.time() + delay
         if until > self.not_before.get(host, 0.0):
             self.not_before[host] = until
-            self.ws.store.set_meta(NOT_BEFORE_META, json.dumps(self.not_before, sort_keys=True))
+            deferrals.save(self.ws.store, self.not_before)
 
     def host_not_before(self, url: str) -> float | None:
         """The persisted Retry-After deadline of the URL's host, if still ahead."""
         until = self.not_before.get(urlsplit(url).netloc)
         return until if until is not None and until > time.time() else None
+
+    def not_before_for(self, row: Row) -> float | None:
+        """When the row's request may be sent (epoch seconds), if not at once: its
+        host's Retry-After deadline, or the backoff of its retry in this run."""
+        retry = self._retry_at.pop(row.id, None)
+        host = self.host_not_before(row.url)
+        times = [t for t in (retry, host) if t is not None and t > time.time()]
+        return max(times) if times else None
 
     def may_issue(self) -> bool:
         """False once --max-requests is reached: further rows stay pending."""
@@ -241,6 +303,7 @@ class CrawlRuntime:
 
     # ------------------------------------------------------------- responses
     def on_response(self, row: Row, response: Response) -> Handled:
+        self._outage.pop(urlsplit(row.url).netloc, None)  # it answered: not down
         status = response.status
         error: tuple[ErrorKind, str] | None = None
         result: PageResult | None = None
@@ -303,6 +366,7 @@ class CrawlRuntime:
 
     def on_failure(self, row: Row, failure: Failure) -> Handled:
         kind, detail = classify_failure(failure)
+        host = urlsplit(row.url).netloc
         outcome = Outcome(
             row_id=row.id,
             ok=False,
@@ -310,7 +374,45 @@ class CrawlRuntime:
             error=detail,
             retryable=kind.retryable,
         )
-        return self._commit(row, outcome, None, failure_url=row.url)
+        if kind not in HOST_FAILURES:
+            self._outage.pop(host, None)  # reached, but failed otherwise: not down
+            return self._commit(row, outcome, None, failure_url=row.url)
+        streak = self._outage.setdefault(host, [])
+        streak.append(row.id)
+        # One row's attempts are enough to tell (a job with one start URL), whatever
+        # the setting says.
+        newly_down = host not in self.down_hosts and len(streak) >= max(
+            1, min(self.limits.down_host_after, self.limits.max_attempts)
+        )
+        if newly_down:
+            self.down_hosts.add(host)
+        down = host in self.down_hosts
+        handled = self._commit(row, outcome, None, failure_url=row.url, host_down=down)
+        if down:
+            # A host that is down says nothing about its rows: the attempts of the
+            # outage are given back, so the next run tries them with a full budget.
+            self.ws.store.refund(dict(Counter(streak)))
+            if newly_down:
+                self.event(
+                    "host_down",
+                    host=host,
+                    error_kind=str(kind),
+                    error=detail,
+                    attempts=len(streak),
+                    rows=sorted(set(streak)),
+                )
+                logger.warning(
+                    "%s: %d attempts in a row failed (%s: %s): stopping, the rows stay "
+                    "retryable (run again later)",
+                    redact_url(f"http://{host}"),
+                    len(streak),
+                    kind,
+                    detail,
+                )
+            streak.clear()
+            # come back later, whatever else this failure tripped (the error-rate breaker)
+            handled.stop = REASON_HOST_DOWN
+        return handled
 
     def _page_outcome(self, row: Row, status: int, url: str, result: PageResult) -> Outcome:
         kind = self.job.kinds[row.kind]
@@ -375,6 +477,7 @@ class CrawlRuntime:
         outcome: Outcome,
         response: Response | None,
         failure_url: str | None = None,
+        host_down: bool = False,
     ) -> Handled:
         handled = Handled()
         outcome = self.secrets.mask_outcome(outcome)
@@ -420,7 +523,7 @@ class CrawlRuntime:
             redacted=True,
         )
         handled.rows.extend(res.inserted)
-        if not outcome.ok:
+        if not outcome.ok and not host_down:  # a down host's attempt is given back
             exhausted = not outcome.retryable or res.attempt >= self.limits.max_attempts
             if exhausted:
                 self.event(
@@ -436,6 +539,12 @@ class CrawlRuntime:
             else:
                 retry = self.ws.store.get_row(row.id)
                 if retry is not None:
+                    failed = self._failed[row.id] = self._failed.get(row.id, 0) + 1
+                    delay = backoff_delay(
+                        failed, self.limits.backoff_base, self.limits.backoff_max, self._rng
+                    )
+                    if delay > 0:
+                        self._retry_at[row.id] = time.time() + delay
                     handled.rows.append(retry)
         # Items complete at write time are emitted from the record; items completed by
         # a sub-tab are read back whole from the store (their parts came separately).
@@ -557,6 +666,8 @@ def classify_failure(failure: Failure) -> tuple[ErrorKind, str]:
     arrive bare; both families are in :func:`_failure_kinds`.
     """
     exc = failure.value
+    if exc is None:  # an errback always has one; typed for the checker
+        return ErrorKind.OTHER, "unknown failure"
     # The crawl's own refusals (schemes, off-site, sizes) say what they are.
     own = getattr(exc, "error_kind", None)
     if isinstance(own, ErrorKind):

@@ -28,7 +28,7 @@ from __future__ import annotations
 import hashlib
 import json
 import sqlite3
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from framework.errors import WorkspaceError
@@ -391,6 +391,13 @@ class SqliteStore(SqliteReader):
                 )
             self._recompute(conn, keys)
         return len(ids)
+
+    def refund(self, attempts: Mapping[int, int]) -> None:
+        with self._tx() as conn:
+            conn.executemany(
+                "UPDATE rows SET attempts = max(0, attempts - ?) WHERE id = ?",
+                [(n, row_id) for row_id, n in attempts.items()],
+            )
 
     def reset_rows(self) -> None:
         with self._tx() as conn:

@@ -15,7 +15,7 @@ from datetime import datetime
 from importlib.metadata import entry_points
 from typing import Any
 
-from framework.workspace import integrity
+from framework.workspace import deferrals, integrity
 from framework.workspace.jsonl import redact
 from framework.workspace.records import SCHEMA_VERSION, Row, RowStatus
 from framework.workspace.workspace import Workspace
@@ -71,6 +71,8 @@ def build_status(
             "incomplete_keys_truncated": len(incomplete_keys) > INCOMPLETE_KEYS_MAX,
         },
         "misbehaving": [_row_summary(ws, r) for r in store.misbehaving(top)],
+        # hosts that asked (Retry-After) not to be called before a time still ahead
+        "deferrals": deferrals.active(store),
         "last_run": None,
         "spec": {"hash": ws.spec_hash(), "changes": []},
         "events_skipped": 0,

@@ -78,6 +78,11 @@ class Store(Protocol):
         """Put matching rows back to pending (attempt history kept); return the count."""
         ...
 
+    def refund(self, attempts: Mapping[int, int]) -> None:
+        """Give attempts back (row id -> how many; never below 0): the attempts that a
+        host outage spent, so an outage never exhausts a row. The history keeps them."""
+        ...
+
     def reset_rows(self) -> None:
         """Forget every row and attempt (items stay): a fresh run over the same items."""
         ...
