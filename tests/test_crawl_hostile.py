@@ -430,3 +430,12 @@ detail:
     )
     r = crawl_cli("validate", str(spec))
     assert r.returncode == 0, (r.stdout, r.stderr, json.dumps(str(spec)))
+
+
+def test_a_limit_of_zero_is_a_usage_error_before_any_request(tmp_path: Path, crawl_cli) -> None:
+    spec = _write_spec(tmp_path, DETAIL_BY_URL.format(base="http://127.0.0.1:1"))
+    ws = tmp_path / "ws"
+    r = crawl_cli("crawl", str(spec), "--workspace", str(ws), "-s", "FRAMEWORK_MAX_MATCHES=0")
+    assert r.returncode == EXIT_USAGE, r.stderr[-2000:]
+    assert "FRAMEWORK_MAX_MATCHES must be greater than 0" in r.stderr
+    assert "Traceback" not in r.stderr

@@ -24,6 +24,7 @@ from framework.crawl.politeness import Abandoned
 from framework.crawl.runtime import REASON_FINISHED, CrawlRuntime, Handled
 from framework.crawl.safety import shown
 from framework.crawl.secrets import Secrets
+from framework.errors import UsageError
 from framework.extract.patterns import Limits
 from framework.plugins import RequestMeta, load_renderer
 from framework.settings import default_settings
@@ -62,6 +63,19 @@ class JobSpider(scrapy.Spider):
     @classmethod
     def from_crawler(cls, crawler: Crawler, *args: Any, **kwargs: Any) -> JobSpider:
         spider = super().from_crawler(crawler, *args, **kwargs)
+        s = crawler.settings
+        guard = cls.compiled.guard
+        try:
+            guard.limits = Limits(
+                timeout=s.getfloat("FRAMEWORK_EXTRACT_TIMEOUT", 10.0),
+                max_matches=s.getint("FRAMEWORK_MAX_MATCHES", 100_000),
+                max_chars=s.getint("FRAMEWORK_MAX_MATCH_CHARS", 1 << 20),
+                max_item_bytes=s.getint("FRAMEWORK_MAX_ITEM_BYTES", 1 << 20),
+            )
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+        guard.on_refused = spider._on_refused
+        spider._refusals_told = set()
         fresh = kwargs.get("fresh")  # `-a fresh=1` on `scrapy crawl`
         spider.runtime = CrawlRuntime.from_crawler(
             crawler,
@@ -69,16 +83,6 @@ class JobSpider(scrapy.Spider):
             cls.spec_path,
             fresh=None if fresh is None else str(fresh).lower() not in ("0", "", "false", "no"),
         )
-        s = crawler.settings
-        guard = cls.compiled.guard
-        guard.limits = Limits(
-            timeout=s.getfloat("FRAMEWORK_EXTRACT_TIMEOUT", 10.0),
-            max_matches=s.getint("FRAMEWORK_MAX_MATCHES", 100_000),
-            max_chars=s.getint("FRAMEWORK_MAX_MATCH_CHARS", 1 << 20),
-            max_item_bytes=s.getint("FRAMEWORK_MAX_ITEM_BYTES", 1 << 20),
-        )
-        guard.on_refused = spider._on_refused
-        spider._refusals_told = set()
         crawler.signals.connect(spider._on_closed, signal=signals.spider_closed)
         return spider
 
@@ -122,9 +126,9 @@ class JobSpider(scrapy.Spider):
         meta: dict[str, Any] = {"fw_row": row}
         if self.render_meta is not None:
             meta.update(self.render_meta(row.kind))  # the renderer plugin's (playwright)
-        until = self.runtime.not_before_for(row)  # Retry-After, or the retry's backoff
+        until = self.runtime.host_not_before(row.url)
         if until is not None:
-            meta["fw_not_before"] = until
+            meta["fw_not_before"] = until  # a Retry-After from an earlier run
         url, body, headers = self.secrets.resolve(row, headers)  # {env:NAME} -> values
         return Request(
             url,

@@ -64,6 +64,17 @@ class Limits:
     max_chars: int = MiB  # FRAMEWORK_MAX_MATCH_CHARS: text one selector may return
     max_item_bytes: int = MiB  # FRAMEWORK_MAX_ITEM_BYTES: one record, as stored JSON
 
+    def __post_init__(self) -> None:
+        # zero would refuse every page (or, for the time, every regex): never meant
+        for name, value in (
+            ("FRAMEWORK_EXTRACT_TIMEOUT", self.timeout),
+            ("FRAMEWORK_MAX_MATCHES", self.max_matches),
+            ("FRAMEWORK_MAX_MATCH_CHARS", self.max_chars),
+            ("FRAMEWORK_MAX_ITEM_BYTES", self.max_item_bytes),
+        ):
+            if not value > 0:
+                raise ValueError(f"{name} must be greater than 0, got {value!r}")
+
 
 class LimitExceeded(Exception):
     """Extraction went over a bound; the message names the setting that sets it."""
