@@ -126,9 +126,9 @@ class JobSpider(scrapy.Spider):
         meta: dict[str, Any] = {"fw_row": row}
         if self.render_meta is not None:
             meta.update(self.render_meta(row.kind))  # the renderer plugin's (playwright)
-        until = self.runtime.host_not_before(row.url)
+        until = self.runtime.not_before_for(row)  # Retry-After, or the retry's backoff
         if until is not None:
-            meta["fw_not_before"] = until  # a Retry-After from an earlier run
+            meta["fw_not_before"] = until
         url, body, headers = self.secrets.resolve(row, headers)  # {env:NAME} -> values
         return Request(
             url,
