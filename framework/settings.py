@@ -18,6 +18,10 @@ FRAMEWORK_SETTINGS: dict[str, Any] = {
     "FRAMEWORK_STOP_ON_429": False,  # stop (checkpoint) at the first 429
     "FRAMEWORK_RETRY_AFTER_CAP": 120.0,  # seconds; a longer Retry-After stops the run
     "FRAMEWORK_RETRY_AFTER_DEFAULT": 5.0,  # 429/503 without a usable Retry-After
+    "FRAMEWORK_RETRY_AFTER_MAX": 86400.0,  # seconds; a longer Retry-After counts as this
+    "FRAMEWORK_RETRY_BACKOFF_BASE": 1.0,  # seconds before a row's retry, doubling per
+    "FRAMEWORK_RETRY_BACKOFF_MAX": 30.0,  # ... failed attempt in the run, up to this
+    "FRAMEWORK_DOWN_HOST_AFTER": 3,  # connect/dns failures in a row: stop (checkpoint)
     "FRAMEWORK_ERROR_RATE_MAX": 0.5,  # breaker: failed share of the last window ...
     "FRAMEWORK_ERROR_RATE_WINDOW": 50,  # ... attempts (breaker idle until the window fills)
     "FRAMEWORK_FRESH": False,  # forget rows (items stay) and start over
@@ -56,6 +60,8 @@ def default_settings(job: str) -> dict[str, Any]:
             # robots.txt (100), so an off-site host is not even asked for it
             "framework.crawl.safety.SafetyMiddleware": 40,
             "framework.crawl.politeness.RetryAfterMiddleware": 560,
+            # one log line instead of a traceback for an unreachable robots.txt
+            "framework.crawl.politeness.RobotsTxtFailures": 555,
         },
         # Safety: only http(s) is ever fetched. Scrapy's other handlers would read local
         # files (file:///etc/passwd, /dev/zero), data: URLs, FTP and S3 for any page
