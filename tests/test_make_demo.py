@@ -66,8 +66,9 @@ def occupied(port: int) -> Iterator[None]:
         sock.close()
 
 
-def demo_env(clone: Path, mark: str) -> dict[str, str]:
+def demo_env(clone: Path, mark: str, tmp: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("DEMO_PORT", "FRAMEWORK_HOME")}
+    env["TMPDIR"] = str(tmp)  # the demo keeps its folder for the user; here pytest cleans it
     paths = [clone, clone / "plugins" / "ship", clone / "plugins" / "ingest"]
     env["PYTHONPATH"] = os.pathsep.join(str(p) for p in paths)
     env[MARK] = mark
@@ -133,11 +134,11 @@ def summary(output: str) -> dict[str, str]:
     return rows
 
 
-def test_make_demo_on_an_occupied_default_port(clone: Path) -> None:
+def test_make_demo_on_an_occupied_default_port(clone: Path, tmp_path: Path) -> None:
     mark = uuid.uuid4().hex
     before = children()
     with occupied(8800):
-        proc = make_demo(clone, demo_env(clone, mark))
+        proc = make_demo(clone, demo_env(clone, mark, tmp_path))
         out, _ = proc.communicate(timeout=240)
     assert proc.returncode == 0, out
     site_port = int(found(r"demo site:\s+http://127\.0\.0\.1:(\d+)/cases", out))
@@ -184,10 +185,10 @@ def test_make_demo_on_an_occupied_default_port(clone: Path) -> None:
     assert port_closed(ingest_port)
 
 
-def test_ctrl_c_stops_every_process_of_the_demo(clone: Path) -> None:
+def test_ctrl_c_stops_every_process_of_the_demo(clone: Path, tmp_path: Path) -> None:
     mark = uuid.uuid4().hex
     before = children()
-    proc = make_demo(clone, demo_env(clone, mark))
+    proc = make_demo(clone, demo_env(clone, mark, tmp_path))
     assert proc.stdout is not None
     seen = []
     for line in proc.stdout:
