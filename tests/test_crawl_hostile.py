@@ -439,3 +439,93 @@ def test_a_limit_of_zero_is_a_usage_error_before_any_request(tmp_path: Path, cra
     assert r.returncode == EXIT_USAGE, r.stderr[-2000:]
     assert "FRAMEWORK_MAX_MATCHES must be greater than 0" in r.stderr
     assert "Traceback" not in r.stderr
+
+
+# ------------------------------------------------------- the rules, in isolation
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("http://example.org/a", None),
+        ("https://www.example.org:8443/a", None),  # a subdomain, any port
+        ("http://EXAMPLE.org./a", None),  # case and a trailing dot do not matter
+        ("http://example.org.evil.test/a", "offsite"),
+        ("http://notexample.org/a", "offsite"),
+        ("http://127.0.0.1/a", "offsite"),
+        ("http:///etc/passwd", "offsite"),  # no host at all
+        ("file:///etc/passwd", "scheme"),
+        ("data:text/html,hi", "scheme"),
+        ("ftp://example.org/a", "scheme"),
+        ("s3://example.org/a", "scheme"),
+    ],
+)
+def test_url_refusal(url: str, expected: str | None) -> None:
+    from framework.crawl.safety import url_refusal
+
+    assert url_refusal(url, frozenset({"example.org"})) == expected
+    # an empty allowed_domains allows every host, never another scheme
+    assert url_refusal(url, frozenset()) == (None if expected == "offsite" else expected)
+
+
+def test_an_unparseable_url_is_never_allowed() -> None:
+    from framework.crawl.safety import url_refusal
+
+    assert url_refusal("http://[oops/", frozenset()) == "offsite"  # no host to allow
+    assert url_refusal("file://[oops/", frozenset()) == "scheme"
+
+
+def _middleware(closing: bool = False) -> Any:
+    from framework.crawl.safety import SafetyMiddleware
+
+    return SafetyMiddleware(
+        maxsize=1000,
+        meta_refresh=True,
+        meta_refresh_maxdelay=100,
+        meta_refresh_ignore_tags=["script", "noscript"],
+        is_closing=lambda: closing,
+        domains=["example.org"],
+    )
+
+
+def test_middleware_refuses_requests_and_redirect_responses_with_typed_kinds() -> None:
+    from scrapy import Request
+    from scrapy.exceptions import DownloadCancelledError
+    from scrapy.http import HtmlResponse, Response
+
+    from framework.crawl.safety import Refused, ResponseTooLarge
+    from framework.workspace import ErrorKind
+
+    mw = _middleware()
+    assert mw.process_request(Request("https://www.example.org/x")) is None
+    with pytest.raises(Refused) as err:
+        mw.process_request(Request("file:///etc/passwd"))
+    assert err.value.error_kind is ErrorKind.SCHEME
+    hop = Request(
+        "http://other.test/in?token=abc",
+        meta={"redirect_urls": ["http://example.org/a"], "redirect_reasons": [302]},
+    )
+    with pytest.raises(Refused) as err:
+        mw.process_request(hop)
+    assert err.value.error_kind is ErrorKind.OFFSITE
+    assert "302 from http://example.org/a to http://other.test/in" in str(err.value)
+    assert "abc" not in str(err.value)
+
+    page = Request("http://example.org/a")
+    redirect = Response(page.url, status=302, headers={"Location": "file:///etc/passwd"})
+    with pytest.raises(Refused) as err:
+        mw.process_response(page, redirect)
+    assert err.value.error_kind is ErrorKind.SCHEME
+    refresh = HtmlResponse(
+        page.url,
+        body=b'<html><head><meta http-equiv="refresh" content="0;url=data:,x"></head></html>',
+    )
+    with pytest.raises(Refused):
+        mw.process_response(page, refresh)
+    fine = HtmlResponse(page.url, body=b"<html><body>fine</body></html>")
+    assert mw.process_response(page, fine) is fine
+
+    with pytest.raises(ResponseTooLarge, match="DOWNLOAD_MAXSIZE"):
+        mw.process_exception(page, DownloadCancelledError(""))
+    # a crawl that is stopping: its cancellations are not size errors
+    assert _middleware(closing=True).process_exception(page, DownloadCancelledError("")) is None

@@ -152,3 +152,27 @@ def test_a_nested_group_on_a_json_page_reads_each_as_a_json_path() -> None:
     doc = {"id": "A1", "rows": [{"n": "x"}, {"n": "y"}]}
     (record,) = job.kinds["api"].parse(_json_response("http://127.0.0.1:1/a", doc), {}, 1).records
     assert record.values == {"parts": [{"n": "x"}, {"n": "y"}]}
+
+
+def test_links_to_other_schemes_and_hosts_are_not_discovered_but_counted() -> None:
+    job = _job(
+        list={
+            "follow": [{"css": "a::attr(href)", "to": "detail"}],
+            "pagination": {"next": "a.next::attr(href)"},
+        },
+        detail={"id": {"css": "h1::text"}},
+    )
+    told: list[tuple[str, str]] = []
+    job.guard.on_refused = lambda url, why: told.append((why, url))
+    page = _html(
+        "http://127.0.0.1:1/list",
+        '<a href="/d/1">one</a><a href="file:///etc/passwd">f</a>'
+        '<a href="data:text/html,x">d</a><a href="http://elsewhere.test/d/2">o</a>'
+        '<a href="mailto:a@b.c">m</a><a class="next" href="ftp://127.0.0.1:1/next">n</a>',
+    )
+    result = job.kinds["list"].parse(page, {}, 1)
+    assert [link.url for link in result.links] == ["http://127.0.0.1:1/d/1"]
+    assert result.next_pages == []
+    # the ftp next link is refused twice: as a follow link and as the next page
+    assert dict(job.guard.refused) == {"scheme": 4, "offsite": 1}
+    assert ("offsite", "http://elsewhere.test/d/2") in told

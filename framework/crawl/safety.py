@@ -49,6 +49,7 @@ if TYPE_CHECKING:
 SCHEMES = frozenset({"http", "https"})
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 _SHOWN = 200  # characters of a refused URL kept in a note
+_NETLOCS_KEPT = 1024  # allowed host:port pairs remembered (a crawl has a few)
 
 
 def host_allowed(host: str, domains: frozenset[str]) -> bool:
@@ -127,6 +128,7 @@ class SafetyMiddleware:
         self.domains: frozenset[str] | None = (
             None if domains is None else frozenset(_domain(d) for d in domains if d)
         )
+        self._allowed_netlocs: set[str] = set()  # "host:port" already found allowed
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -145,13 +147,18 @@ class SafetyMiddleware:
         self.domains = frozenset(
             _domain(d) for d in getattr(spider, "allowed_domains", None) or () if d
         )
+        self._allowed_netlocs.clear()
 
     # ------------------------------------------------------------------ requests
     def process_request(self, request: Request) -> None:
-        parts = urlparse_cached(request)
+        parts = urlparse_cached(request)  # cached: Scrapy's own middlewares parse it too
+        if parts.scheme in SCHEMES and parts.netloc in self._allowed_netlocs:
+            return  # the common case: a host:port seen and allowed before
         why = refusal(parts.scheme, parts.hostname, self.domains or frozenset())
         if why is not None:
             raise self._refused(why, request.url, request)
+        if len(self._allowed_netlocs) < _NETLOCS_KEPT:
+            self._allowed_netlocs.add(parts.netloc)
 
     def _refused(self, why: str, target: str, request: Request, via: str = "") -> Refused:
         hops = request.meta.get("redirect_urls") or []
