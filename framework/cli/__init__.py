@@ -22,6 +22,7 @@ CORE_COMMANDS = {
     "status": "framework.cli.status:status",
     "requeue": "framework.cli.requeue:requeue",
     "demo": "framework.cli.demo:demo",
+    "export": "framework.cli.export:export",
 }
 
 

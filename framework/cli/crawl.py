@@ -27,7 +27,12 @@ def _setting(values: tuple[str, ...]) -> dict[str, str]:
 @click.option(
     "-s", "--set", "settings", multiple=True, metavar="NAME=VALUE", help="a Scrapy setting"
 )
-@click.option("-o", "--output", multiple=True, metavar="FILE", help="also write items to a feed")
+@click.option(
+    "-o", "--output", multiple=True, metavar="FILE", help="append this run's completed items"
+)
+@click.option(
+    "-O", "--overwrite-output", "overwrite", multiple=True, metavar="FILE", help="-o, replacing"
+)
 @click.option(
     "-L",
     "--loglevel",
@@ -42,6 +47,7 @@ def crawl(
     stop_on_429: bool,
     settings: tuple[str, ...],
     output: tuple[str, ...],
+    overwrite: tuple[str, ...],
     loglevel: str | None,
 ) -> int:
     """Crawl JOB (a job name or a path to its job.yaml), resuming its workspace.
@@ -51,9 +57,13 @@ def crawl(
     (a human must look), 2 on usage or spec errors.
     """
     from framework.crawl.process import log_level, run_crawl, verdict
+    from framework.export import feed_settings
 
     if loglevel:
         loglevel = log_level(loglevel)  # a bad level is a one-line usage error (exit 2)
+    # -o/-O are Scrapy's feeds of THIS run's completed items (`framework export` writes
+    # every stored item); an unknown format is one line (exit 2), not a traceback
+    feeds = feed_settings(output, overwrite)
     root = find_root()
     spec_path = resolve_job(job, root)
     overrides: dict[str, object] = dict(_setting(settings))
@@ -65,7 +75,9 @@ def crawl(
         overrides["FRAMEWORK_STOP_ON_429"] = True
     if loglevel:
         overrides["LOG_LEVEL"] = loglevel.upper()
-    result = run_crawl(spec_path, root, overrides=overrides, output=output, fresh=fresh)
+    if feeds:
+        overrides["FEEDS"] = feeds
+    result = run_crawl(spec_path, root, overrides=overrides, fresh=fresh)
     click.echo(
         f"{result.job}: {result.reason}; rows {result.rows}; items {result.items}; "
         f"workspace {result.workspace}",

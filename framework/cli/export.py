@@ -1,0 +1,50 @@
+"""``framework export JOB -o FILE``: every stored item of a job's workspace to a file.
+
+A crawl's ``-o`` writes only the records that run completed (Scrapy's feed export);
+this writes the whole harvest from the workspace, read-only (see :mod:`framework.export`).
+"""
+
+from __future__ import annotations
+
+import click
+
+from framework.export import FORMATS, export_items, format_of
+from framework.project import check_job_name, find_root, workspace_path
+
+
+@click.command("export")
+@click.argument("job")
+@click.option(
+    "-o",
+    "--output",
+    required=True,
+    metavar="FILE",
+    help="file to write (.jsonl, .json, .csv, .xml), replaced whole; '-' for stdout",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(sorted(FORMATS)),
+    help="format when the extension does not say (default for '-': jsonl)",
+)
+@click.option("--workspace", default=None, help="workspace folder (default var/<job>)")
+@click.option("--only-complete", is_flag=True, help="only items whose sub-tabs all arrived")
+@click.option("--since", metavar="ISO", help="only items scraped (or changed) since this time")
+def export(
+    job: str,
+    output: str,
+    fmt: str | None,
+    workspace: str | None,
+    only_complete: bool,
+    since: str | None,
+) -> int:
+    """Write every item stored in JOB's workspace to FILE (not only the last run's).
+
+    Exit 0; 2 on a bad call (unknown format, no workspace). The workspace is only
+    read, so this works while a crawl runs."""
+    fmt = format_of(output, fmt)  # before opening anything: a bad name is one line
+    path = workspace_path(find_root(), check_job_name(job), workspace)
+    result = export_items(path, output, fmt=fmt, only_complete=only_complete, since=since)
+    where = "stdout" if output == "-" else output
+    click.echo(f"{job}: {result.items} items written to {where} ({result.format})", err=True)
+    return 0
