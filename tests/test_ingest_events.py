@@ -232,3 +232,48 @@ def test_stream_resumes_after_a_killed_server_exactly_once_in_order(
 def _last_seq(url: str) -> int:
     r = requests.get(f"{url}/v1/events", params={"after": 0, "limit": 1}, timeout=10)
     return int(r.json()["last_seq"])
+
+
+def test_stream_starts_after_last_event_id_or_after(any_ingest_server: IngestServer) -> None:
+    s = any_ingest_server
+    for i in range(4):
+        requests.post(f"{s.url}/v1/items", json=make_item(str(i)), timeout=10)
+    for headers, params, first in (
+        ({"Last-Event-ID": "2"}, {}, 3),
+        ({}, {"after": "1"}, 2),
+        ({"Last-Event-ID": "3"}, {"after": "0"}, 4),  # the header wins: it is the resume
+    ):
+        received: list[dict[str, Any]] = []
+        r = requests.get(
+            f"{s.url}/v1/events/stream", headers=headers, params=params, stream=True, timeout=30
+        )
+        try:
+            for message in _sse(r):
+                received.append(message)
+                if message["id"] == 4:
+                    break
+        finally:
+            r.close()
+        assert [m["id"] for m in received] == list(range(first, 5))
+    for bad in ("-1", "x", "9" * 30):
+        r = requests.get(f"{s.url}/v1/events/stream", headers={"Last-Event-ID": bad}, timeout=10)
+        assert r.status_code == 422, bad
+
+
+def test_a_reader_behind_retention_is_told_410(any_ingest_server: IngestServer) -> None:
+    from framework_ingest import retention
+
+    s = any_ingest_server
+    for i in range(3):
+        requests.post(f"{s.url}/v1/items", json=make_item(str(i)), timeout=10)
+    retention.purge(s.store.backend, retention.RetentionPolicy(None, None, 0.0, None))
+    requests.post(f"{s.url}/v1/items", json=make_item("3"), timeout=10)
+    for route, headers in (
+        ("/v1/events?after=1", {}),
+        ("/v1/events/stream", {"Last-Event-ID": "2"}),
+    ):
+        r = requests.get(f"{s.url}{route}", headers=headers, timeout=10)
+        assert r.status_code == 410, route
+        assert r.json()["oldest_after"] == 3
+    r = requests.get(f"{s.url}/v1/events?after=3", timeout=10)
+    assert [e["seq"] for e in r.json()["events"]] == [4]

@@ -82,8 +82,8 @@ def test_fuzz_from_openapi(
         assert 201 in statuses  # the fuzzer got past validation and stored items
     else:
         assert statuses & {400, 422}
-    if token is None:  # (with a token, negative cases often break auth first: 401)
-        assert 415 in statuses  # non-JSON bodies were sent and refused
+    # (each non-JSON case was checked above; test_non_json_bodies_are_415... covers them
+    # deterministically, as the mix of operations the fuzzer picks varies)
     assert all("\x00" not in r["dedupe_key"] for r in s.rows())
 
 

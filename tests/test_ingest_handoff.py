@@ -139,5 +139,5 @@ def test_claim_done_failed_reap_through_the_cli(any_ingest_server: IngestServer)
 def test_cli_help_lists_the_commands() -> None:
     r = cli("--help")
     assert r.returncode == 0
-    for name in ("serve", "claim", "done", "failed", "reap", "stats"):
+    for name in ("serve", "claim", "done", "failed", "reap", "stats", "purge"):
         assert name in r.stdout

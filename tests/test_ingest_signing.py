@@ -6,8 +6,14 @@ replay memory is in the database, so a second server process refuses a replay to
 from __future__ import annotations
 
 import json
+import os
+import re
+import signal
+import subprocess
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 import requests
@@ -15,6 +21,7 @@ from framework_ingest.signing import HEADER, sign
 
 from tests.fixtures.ingest import IngestServer, make_item, signed_headers
 
+FRAMEWORK = str(Path(sys.executable).parent / "framework")
 OLD, NEW = "old-secret-0123456789", "new-secret-9876543210"
 
 
@@ -144,3 +151,43 @@ def test_the_openapi_document_describes_the_signature(
     names = [p["name"] for p in doc["paths"]["/v1/items"]["post"]["parameters"]]
     assert HEADER in names
     assert doc["paths"]["/v1/items/batch"]["post"]["parameters"][0]["name"] == HEADER
+
+
+def test_serve_reads_the_secrets_from_the_environment_and_never_prints_them(
+    tmp_path: Path,
+) -> None:
+    env = {**os.environ, "FRAMEWORK_INGEST_SIGNING_SECRETS": f"{OLD}, {NEW}"}
+    proc = subprocess.Popen(
+        [FRAMEWORK, "ingest", "serve", "--db", f"sqlite:///{tmp_path / 'i.db'}", "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        assert proc.stderr is not None
+        first = proc.stderr.readline()
+        match = re.search(r"on (http://127\.0\.0\.1:\d+)", first)
+        assert match, first
+        assert "signing 2 secret(s)" in first
+        url = match.group(1)
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                requests.get(f"{url}/healthz", timeout=5)
+                break
+            except requests.ConnectionError:
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+        body = _body()
+        r = requests.post(f"{url}/v1/items", data=body, timeout=10)
+        assert r.status_code == 401
+        r = requests.post(
+            f"{url}/v1/items", data=body, headers=signed_headers(NEW, body), timeout=10
+        )
+        assert r.status_code == 201
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=30)
+    for secret in (OLD, NEW):
+        assert secret not in first + out + err

@@ -261,6 +261,8 @@ async def get_events(request: Request) -> Response:
         )
     await _start_after(config, after)
     page = await run_in_threadpool(events.page, config.store.backend, after, limit)
+    if page and page[0]["seq"] != after + 1:  # purged between the check and the read
+        await _start_after(config, after)
     _, last = await run_in_threadpool(events.bounds, config.store.backend)
     next_after = page[-1]["seq"] if page else after
     return JSONResponse({"events": page, "next_after": next_after, "last_seq": last})
@@ -286,6 +288,10 @@ async def stream_events(request: Request) -> Response:
         yield b"retry: 1000\n\n"
         while True:
             batch = await run_in_threadpool(events.page, backend, cursor, 500)
+            if batch and batch[0]["seq"] != cursor + 1:
+                # seq has no holes, so retention purged events this reader has not seen:
+                # end the stream; the reconnect (Last-Event-ID) is answered 410.
+                return
             if batch:
                 idle = 0.0
                 out = []
