@@ -509,3 +509,18 @@ def test_selector_caps_on_matches_and_characters() -> None:
         assert fields({"x": {"css": "li::text", "many": True}}).extract(scope).values == {
             "x": ["one", "two"]
         }
+
+
+@pytest.mark.timeout(60)
+def test_json_path_regexes_run_bounded_and_risky_ones_are_refused() -> None:
+    from framework.extract.patterns import LimitExceeded, Limits
+
+    doc = {"items": [{"name": "a" * 60 + "!"}, {"name": "bob"}]}
+    assert JsonPath('$.items[?(@.name =~ "^b")].name').find(doc) == ["bob"]
+    for slow in ('$.items[?(@.name =~ "(a|aa)+$")].name', "$.items[*].name.`sub(/(a|aa)+$/, x)`"):
+        path = JsonPath(slow)
+        with _budgeted(Limits(timeout=0.3)), pytest.raises(LimitExceeded, match="TIMEOUT"):
+            path.find(doc)
+    for risky in ('$.items[?(@.name =~ "(a+)+$")]', "$.items[*].name.`sub(/(a*)*b/, x)`"):
+        with pytest.raises(ValueError, match="backtrack"):
+            JsonPath(risky)

@@ -39,6 +39,7 @@ from framework.extract.patterns import (
     SafeRegex,
     backtracking_risk,
     budget,
+    cached_regex,
     xpath_regex_literals,
 )
 
@@ -224,12 +225,32 @@ class JsonPath:
         return current
 
 
+def _bound_filter_regex(ng_filter: Any) -> None:
+    """jsonpath-ng looks its ``=~`` operator up in a module table at every comparison;
+    the entry is replaced once per process by one on the bounded engine."""
+    if getattr(ng_filter.OPERATOR_MAP["=~"], "bounded", False):
+        return
+
+    def search(value: Any, pattern: Any) -> bool:
+        return isinstance(value, str) and cached_regex(str(pattern)).search(value) is not None
+
+    search.bounded = True  # type: ignore[attr-defined]
+    ng_filter.OPERATOR_MAP["=~"] = search
+
+
 def _counted(node: Any, owner: JsonPath) -> Any:
     """``node`` (a parsed jsonpath-ng path) with every sub-path counting its matches
     against ``owner``'s running evaluation: a recursive path such as ``$..*..*..*``
     multiplies its matches at every step (millions from 600 bytes of JSON), and the
-    count stops it long before memory runs out. The page's time budget applies too."""
+    count stops it long before memory runs out. The page's time budget applies too.
+
+    jsonpath-ng's two regex features (the filter operator ``=~`` and ``sub(/re/, x)``)
+    run on the bounded engine as well; a pattern known to backtrack catastrophically
+    is refused here (``ValueError``), as everywhere else."""
+    from jsonpath_ng.ext import filter as ng_filter
     from jsonpath_ng.jsonpath import JSONPath
+
+    _bound_filter_regex(ng_filter)
 
     class Counted(JSONPath):
         __slots__ = ("_inner",)
@@ -257,6 +278,14 @@ def _counted(node: Any, owner: JsonPath) -> Any:
             attrs = vars(n)
         except TypeError:  # a node without a __dict__ has no sub-paths to wrap
             return Counted(n)
+        pattern = None
+        if isinstance(n, ng_filter.Expression) and n.op == "=~" and isinstance(n.value, str):
+            pattern = n.value
+        elif isinstance(attrs.get("regex"), re.Pattern):  # jsonpath_ng.ext.string.Sub
+            pattern = n.regex.pattern
+            n.regex = SafeRegex(pattern)
+        if pattern is not None and (risk := backtracking_risk(pattern)) is not None:
+            raise ValueError(f"the pattern {pattern!r} {risk}: it can backtrack catastrophically")
         for name, value in list(attrs.items()):
             if isinstance(value, JSONPath):
                 setattr(n, name, wrap(value))

@@ -47,6 +47,7 @@ __all__ = [
     "SafeRegex",
     "backtracking_risk",
     "budget",
+    "cached_regex",
     "page_budget",
     "record_size",
     "xpath_regex_literals",
@@ -235,15 +236,21 @@ def _xpath_string(value: Any) -> str:
     return str(value)
 
 
-def _exslt_compile(pattern: Any, flags: str) -> SafeRegex:
-    key = (_xpath_string(pattern), "i" in flags)
+def cached_regex(pattern: str, ignore_case: bool = False) -> SafeRegex:
+    """A :class:`SafeRegex` for a pattern met while evaluating an expression (an XPath
+    ``re:`` argument, a JSON path ``=~``), compiled once."""
+    key = (pattern, ignore_case)
     compiled = _exslt_cache.get(key)
     if compiled is None:
         if len(_exslt_cache) >= _EXSLT_CACHE_MAX:
             _exslt_cache.clear()
-        compiled = SafeRegex(key[0], re.IGNORECASE if key[1] else 0)
+        compiled = SafeRegex(pattern, re.IGNORECASE if ignore_case else 0)
         _exslt_cache[key] = compiled
     return compiled
+
+
+def _exslt_compile(pattern: Any, flags: str) -> SafeRegex:
+    return cached_regex(_xpath_string(pattern), "i" in flags)
 
 
 def _exslt_test(_ctx: Any, s: Any, pattern: Any, flags: Any = "") -> bool:
