@@ -72,11 +72,19 @@ class Guard:
         self.limits = Limits()
         self.refused: Counter[str] = Counter()  # "scheme" / "offsite" -> links dropped
         self.on_refused: Callable[[str, str], None] | None = None  # (url, why)
+        self._allowed: set[str] = set()  # "scheme://host:port" prefixes found allowed
 
     def admit(self, url: str) -> bool:
         """Whether a discovered link may become a row; a refusal is counted and told."""
+        # A page links to a few origins many times: one allowed origin is checked once.
+        end = url.find("/", url.find("://") + 3) if "://" in url else -1
+        origin = url[:end] if end > 0 else url
+        if origin in self._allowed and "?" not in origin and "#" not in origin:
+            return True
         why = url_refusal(url, self.domains)
         if why is None:
+            if len(self._allowed) < 1024 and "?" not in origin and "#" not in origin:
+                self._allowed.add(origin)
             return True
         self.refused[why] += 1
         if self.on_refused is not None:
