@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from framework.cli import main
+from framework.demo.site import DemoSite
 from framework.workspace import (
     ErrorKind,
     ItemWrite,
@@ -187,3 +191,92 @@ def test_requeue_refuses_while_a_crawl_holds_the_lock(home: Path) -> None:
         holder.wait()
     with Workspace.open(ws_path, readonly=True) as ws:
         assert ws.store.counts(2)["exhausted"] == 2  # nothing was requeued
+
+
+# ---------------------------------------------------------------- issue 8, item 12
+def test_status_agrees_with_a_crawl_that_exited_4(
+    site: DemoSite, good_spec: Callable[..., Path], tmp_path: Path, crawl_cli: Callable[..., Any]
+) -> None:
+    spec = good_spec("cases", site.url, tmp_path)
+    ws = tmp_path / "ws"
+    crawl = crawl_cli("crawl", str(spec), "--workspace", str(ws), "-L", "WARNING")
+    assert crawl.returncode == 4, crawl.stderr[-2000:]  # the demo's broken pages
+    status = crawl_cli("status", "fixture-cases", "--workspace", str(ws), "--json")
+    assert status.returncode == 0, status.stderr
+    report = json.loads(status.stdout)
+    assert report["done"] is False  # it said done before: nothing left to fetch
+    assert (report["state"], report["exit_code"]) == ("needs_attention", 4)
+    assert report["last_run"]["exit_code"] == 4  # recorded by the crawl in run_finished
+    table = crawl_cli("status", "fixture-cases", "--workspace", str(ws))
+    assert table.stdout.startswith("job fixture-cases: needs attention: 3 rows in error (exit 4")
+
+
+def test_a_workspace_killed_before_its_start_rows_is_not_done(
+    home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with Workspace.open(home / "var" / "early") as ws:  # the schema, and nothing else
+        ws.events.append({"event": "run_started", "time": "2026-01-01T10:00:00+00:00"})
+    code, out, _ = run(["status", "early", "--json"], capsys)
+    assert code == 0
+    report = json.loads(out)
+    assert report["done"] is False
+    assert (report["state"], report["exit_code"]) == ("not_started", 3)
+    assert report["last_run"]["reason"] == "interrupted"
+    code, out, _ = run(["status", "early"], capsys)
+    assert out.startswith("job early: not started")
+
+
+@pytest.mark.parametrize(
+    "broken",
+    [
+        {"counts": [1, 2], "time": 12, "duration_s": "long", "exit_code": "4"},
+        {"counts": "x", "reason": {"a": 1}, "exit_code": True},
+        {"time": None, "counts": None, "duration_s": None},
+        {"time": "not a time"},
+    ],
+)
+def test_a_malformed_run_finished_does_not_crash_status(
+    home: Path, capsys: pytest.CaptureFixture[str], broken: dict[str, Any]
+) -> None:
+    with Workspace.open(home / "var" / "cases") as ws:
+        ws.events.append({"event": "run_started", "time": "2026-01-01T11:00:00+00:00"})
+        ws.events.append({"event": "run_finished", **broken})
+    code, out, err = run(["status", "cases"], capsys)
+    assert code == 0, err
+    assert "last run: started 2026-01-01T11:00:00+00:00, finished" in out
+    code, out, err = run(["status", "cases", "--json"], capsys)
+    assert code == 0, err
+    last = json.loads(out)["last_run"]
+    assert last["exit_code"] is None
+    assert isinstance(last["counts"], dict)
+    assert last["reason"] is None or isinstance(last["reason"], str)
+
+
+@pytest.mark.parametrize("command", ["status", "requeue"])
+def test_a_path_is_not_a_job_name(
+    home: Path, capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    outside = home / "outside"
+    shutil.copytree(home / "var" / "cases", outside)  # a real workspace out of var/
+    for name in ("../outside", str(outside), "cases/../../outside", ".."):
+        code, out, err = run([command, name], capsys)
+        assert code == 2, (name, out, err)
+        assert (
+            err
+            == f"error: {name!r} is not a job name (letters, digits, '_' or '-', as in a spec's name:); to read a workspace elsewhere, pass --workspace DIR\n"
+        )  # noqa: E501
+    with Workspace.open(outside, readonly=True) as ws:
+        assert not [e for e in ws.events if e["event"] == "requeued"]
+
+
+def test_resolve_job_with_names_only_refuses_paths(tmp_path: Path) -> None:
+    from framework.errors import UsageError
+    from framework.project import resolve_job
+
+    spec = tmp_path / "projects" / "cases" / "job.yaml"
+    spec.parent.mkdir(parents=True)
+    spec.write_text("name: cases\n", encoding="utf-8")
+    assert resolve_job(str(spec), tmp_path) == spec  # crawl and validate take a path
+    for name in (str(spec), "../cases", "projects/cases"):
+        with pytest.raises(UsageError, match="is not a job name"):
+            resolve_job(name, tmp_path, names_only=True)

@@ -8,9 +8,12 @@ whose row was already ok is fetched again, and no row is left pending.
 from __future__ import annotations
 
 import json
+import os
 import random
 import signal
+import socket
 import subprocess
+import sys
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -311,3 +314,67 @@ def test_a_second_crawl_on_the_same_workspace_leaves_without_touching_it(
     finally:
         first.kill()
         first.wait()
+
+
+def _scrapy(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """`scrapy <args>` in the project at ``root``, with this checkout's framework."""
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(Path(__file__).resolve().parents[1]),
+        "FRAMEWORK_HOME": str(root),
+        "SCRAPY_SETTINGS_MODULE": "framework.scrapy_settings",
+    }
+    return subprocess.run(
+        [sys.executable, "-c", "from scrapy.cmdline import execute; execute()", *args],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_a_second_scrapy_crawl_is_one_line_and_exit_3(site, good_spec, tmp_path):
+    good_spec("cases", site.url, tmp_path)
+    ws = tmp_path / "ws"
+    with Workspace.open(ws) as held, held.lock("crawl"):  # a crawl is running
+        second = _scrapy(tmp_path, "crawl", "fixture-cases", "-s", f"JOBDIR={ws}", "-L", "WARNING")
+    assert second.returncode == EXIT_CHECKPOINT, second.stderr[-2000:]
+    assert "Traceback" not in second.stderr
+    assert "Task exception was never retrieved" not in second.stderr
+    assert second.stderr.strip().splitlines() == [
+        f"{ws / 'crawl.lock'} is held by pid {os.getpid()} on {socket.gethostname()} since "
+        + second.stderr.split(" since ", 1)[1].strip()
+    ]
+    assert not (ws / "urls.jsonl").exists()
+
+
+@pytest.mark.parametrize("command", ["framework", "scrapy"])
+def test_an_unknown_log_level_is_a_one_line_usage_error(
+    site, good_spec, tmp_path, crawl_cli, command
+):
+    spec = good_spec("cases", site.url, tmp_path)
+    if command == "framework":
+        r = crawl_cli("crawl", str(spec), "--workspace", str(tmp_path / "ws"), "-L", "LOUD")
+    else:
+        r = _scrapy(tmp_path, "crawl", "fixture-cases", "-L", "LOUD")
+    assert r.returncode == 2, r.stderr[-2000:]
+    assert "Traceback" not in r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1
+    assert (
+        "-L/--loglevel expects one of CRITICAL, ERROR, WARNING, INFO, DEBUG, got 'LOUD'" in lines[0]
+    )
+    assert not (tmp_path / "ws").exists()
+    assert not (tmp_path / "var").exists()
+
+
+def test_a_lower_case_log_level_is_fine(site, good_spec, tmp_path, crawl_cli):
+    spec = good_spec("cases", site.url, tmp_path)
+    r = crawl_cli(
+        "crawl", str(spec), "--workspace", str(tmp_path / "ws"), "-L", "warning",
+        "--max-requests", "3",
+    )  # fmt: skip
+    assert r.returncode == EXIT_CHECKPOINT, r.stderr[-2000:]
+    assert "INFO" not in r.stderr
