@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -335,3 +336,62 @@ def test_a_token_a_header_cannot_carry_is_refused_without_echoing_it(
     assert "tok-secret-98" not in str(caught.value)
     assert caught.value.__cause__ is None
     assert caught.value.__suppress_context__
+
+
+@pytest.mark.parametrize("batch_size", ["1", "5"])
+def test_ctrl_c_against_a_hung_endpoint_says_what_it_waits_for_and_twice_aborts(
+    make_ship_workspace: Callable[..., Workspace],
+    fault_endpoint: FaultEndpoint,
+    home: Path,
+    batch_size: str,
+) -> None:
+    """Issue 13: Ctrl-C against an endpoint that never answers sat out the whole read
+    timeout silently, and a second Ctrl-C was ignored. Now the first names the request
+    it waits for, the second aborts at once (exit 3, the run recorded as aborted), long
+    before the (here 600 s) timeout; nothing of the abandoned attempt is logged."""
+    ws = make_ship_workspace(5)
+    ws.close()
+    path = "/v1/items" if batch_size == "1" else "/v1/items/batch"
+    fault_endpoint.script(path, Fault(kind="hang"))
+    proc = subprocess.Popen(
+        [FRAMEWORK, "ship", "job", "--workspace", str(ws.path), "--endpoint",
+         fault_endpoint.url, "--batch-size", batch_size, "--timeout", "600"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "FRAMEWORK_HOME": str(home)},
+    )  # fmt: skip
+    assert proc.stderr is not None
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(proc.stderr or []), daemon=True)
+    reader.start()
+    deadline = time.monotonic() + 60
+    while not fault_endpoint.requests:
+        assert time.monotonic() < deadline
+        assert proc.poll() is None, lines
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    while not any("waiting for the answer" in line for line in lines):
+        assert time.monotonic() < deadline, lines
+        assert proc.poll() is None, lines
+        time.sleep(0.05)
+    (notice,) = [line for line in lines if "waiting for the answer" in line]
+    items = "1 item" if batch_size == "1" else "5 items"
+    assert f"POST {path} ({items}," in notice
+    assert "--timeout 600 s" in notice
+    assert "SIGINT again to abort at once" in notice
+    assert proc.poll() is None  # the first Ctrl-C waits for the answer
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=60)  # far below the 600 s read timeout
+    reader.join(timeout=10)
+    assert proc.returncode == 3, lines
+    assert "aborted (SIGINT twice)" in out
+    assert len(fault_endpoint.requests) == 1
+    assert (
+        not (ws.path / "ship-log.jsonl").exists()
+        or not (ws.path / "ship-log.jsonl").read_text().strip()
+    )
+    events = [json.loads(x) for x in (ws.path / "events.jsonl").read_text().splitlines()]
+    assert events[-1]["event"] == "ship_finished"
+    assert events[-1]["reason"].startswith("aborted (SIGINT twice)")
+    assert events[-1]["exit_code"] == 3

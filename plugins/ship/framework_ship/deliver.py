@@ -50,6 +50,11 @@ class Interrupted(Checkpoint):
     """SIGINT/SIGTERM: the attempt in flight finished and was logged."""
 
 
+class Aborted(Checkpoint):
+    """A second SIGINT/SIGTERM: the answer waited for was abandoned (not logged; that
+    delivery goes out again next run, answered as a duplicate if it had arrived)."""
+
+
 class AuthRefused(Halted):
     """401/403: the credentials are wrong; retrying would only hammer the endpoint."""
 
@@ -130,6 +135,25 @@ class Deliverer:
 
     def _wait(self, seconds: float) -> None:
         self.stop.wait(seconds)
+
+    def _attempts(self, attempt: Callable[[], _Want]) -> _Want | None:
+        """Run ``attempt`` until it wants no retry or the policy says stop.
+
+        The first attempt runs directly and most deliveries end there; only one that
+        wants another try enters tenacity's loop, which replays that first result as its
+        own first attempt, so the attempts, waits and stops are tenacity's as before.
+        (Setting up a tenacity call costs about as much per item as the rest of the
+        shipper's own work one by one; measured in docs/benchmarks.md.)"""
+        first = attempt()
+        if not first.retry_wanted:
+            return first
+        replay = [first]
+
+        def again() -> _Want:
+            return replay.pop() if replay else attempt()
+
+        last: _Want | None = self._retrying(again)
+        return last
 
     def deliver(self, items: Sequence[StoredItem]) -> UnitResult:
         result = UnitResult()
@@ -238,7 +262,7 @@ class Deliverer:
             self._log([item], attempts, reply, Outcome.ERROR, error_class_for_status(status))
             return _Want(True, self._rate_limit(reply))
 
-        last = self._retrying(attempt)
+        last = self._attempts(attempt)
         if last is not None and last.retry_wanted:
             result.final[key] = Outcome.ERROR
 
@@ -293,7 +317,7 @@ class Deliverer:
             self._log(pending, attempts, reply, Outcome.ERROR, error_class_for_status(status), True)
             return _Want(True, self._rate_limit(reply))
 
-        last = self._retrying(attempt)
+        last = self._attempts(attempt)
         if last is not None and last.retry_wanted:
             for item in pending:
                 result.final[item.dedupe_key] = Outcome.ERROR

@@ -13,13 +13,14 @@ HTTP, retries and the log format belong to :mod:`client`, :mod:`deliver`, :mod:`
 
 from __future__ import annotations
 
+import queue
 import signal
 import sys
 import threading
 import time
 from collections import Counter, deque
-from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 from urllib.parse import urlsplit
@@ -29,7 +30,7 @@ from framework.workspace import StoredItem, Workspace, utc_now
 from framework_ship.classify import Outcome
 from framework_ship.client import IngestClient
 from framework_ship.deadline import Deadline, host_of
-from framework_ship.deliver import Deliverer, Interrupted, UnitResult
+from framework_ship.deliver import Aborted, Deliverer, Interrupted, UnitResult
 from framework_ship.index import SUCCESS, Latest, ShipIndex, digest
 from framework_ship.mask import Masker
 from framework_ship.policy import RetryPolicy
@@ -181,6 +182,8 @@ class Shipper:
         self.echo: Callable[[str], None] = lambda line: echo(self.mask(line))
         self.notice: Callable[[str], None] = lambda message: raw_notice(self.mask(message))
         self.summary: ShipSummary | None = None  # the last run's, also when it raised
+        self._client: IngestClient | None = None  # while a run sends
+        self._aborting = False
         self._rejected: dict[str, str | None] = {}  # the first few rejections of the run
         self.sleep = sleep
         self.clock = clock
@@ -257,8 +260,38 @@ class Shipper:
             return self._run_locked()
 
     def _on_signal(self, signum: int, frame: Any) -> None:
-        self.stop_reason = f"interrupted ({signal.Signals(signum).name})"
+        """First SIGINT/SIGTERM: start nothing new, let what is in flight finish and be
+        logged, and say what the run waits for. Second: abort the wait at once."""
+        name = signal.Signals(signum).name
+        if self._aborting:
+            return  # the abort is recording what it can
+        if self.stop_reason is not None:
+            self._aborting = True
+            # Raised in the main thread wherever it waits (a socket read one by one, the
+            # pool's futures otherwise): the run records the stop and exits 3.
+            raise Aborted(
+                f"aborted ({name} twice): the answer waited for was abandoned; that "
+                "delivery goes out again next run"
+            )
+        self.stop_reason = f"interrupted ({name})"
         self.stop.set()
+        self.notice(self._waiting_notice(name))
+
+    def _waiting_notice(self, name: str) -> str:
+        waiting = self._client.waiting() if self._client is not None else []
+        if not waiting:
+            return (
+                f"interrupted ({name}): finishing the current step, then stopping; "
+                f"{name} again to abort at once"
+            )
+        path, so_far, items = max(waiting, key=lambda w: w[1])
+        others = f" (and {len(waiting) - 1} more requests)" if len(waiting) > 1 else ""
+        return (
+            f"interrupted ({name}): waiting for the answer to POST {path} "
+            f"({items} item{'s' if items != 1 else ''}, {so_far:.0f} s so far{others}; the "
+            f"read timeout is --timeout {self.options.timeout:g} s); it will be logged, "
+            f"then the run stops; {name} again to abort at once"
+        )
 
     def _install_signals(self) -> dict[int, Any]:
         if threading.current_thread() is not threading.main_thread():
@@ -288,6 +321,7 @@ class Shipper:
             signing_secret=self._signing_secret,
             clock=self.clock,
         )
+        self._client = client
         deliverer = Deliverer(
             client,
             log,
@@ -377,7 +411,7 @@ class Shipper:
     ) -> FrameworkError | None:
         opts = self.options
         window: deque[bool] = deque(maxlen=opts.error_window)
-        in_flight: dict[Future[UnitResult], list[StoredItem]] = {}
+        in_flight: dict[_Pending, list[StoredItem]] = {}
         in_flight_keys: set[str] = set()
         stop_error: FrameworkError | None = None
         unit: list[StoredItem] = []
@@ -388,9 +422,15 @@ class Shipper:
             nonlocal stop_error
             if not in_flight:
                 return
-            done, _ = wait(
-                list(in_flight), timeout=None if block else 0, return_when=FIRST_COMPLETED
-            )
+            done: Iterable[_Pending]
+            if inline:
+                done = list(in_flight)  # ran in this thread: all finished
+            else:
+                done, _ = wait(
+                    list(in_flight),  # type: ignore[arg-type]  # futures of the pool
+                    timeout=None if block else 0,
+                    return_when=FIRST_COMPLETED,
+                )
             for future in done:
                 items = in_flight.pop(future)
                 for item in items:
@@ -418,49 +458,52 @@ class Shipper:
                         self.stop.set()
             self._progress.update(summary.counts)
 
-        pool: ThreadPoolExecutor | _Inline
-        if opts.concurrency == 1 and opts.batch_size == 1:
-            pool = _Inline()
-        else:
-            pool = ThreadPoolExecutor(max_workers=opts.concurrency, thread_name_prefix="ship")
-        with pool:
+        pool: _Workers | _Inline
+        inline = opts.concurrency == 1 and opts.batch_size == 1
+        pool = _Inline() if inline else _Workers(opts.concurrency)
+        try:
+            with pool:
 
-            def submit(batch: list[StoredItem]) -> None:
-                in_flight[pool.submit(deliverer.deliver, batch)] = batch
-                in_flight_keys.update(i.dedupe_key for i in batch)
+                def submit(batch: list[StoredItem]) -> None:
+                    in_flight[pool.submit(deliverer.deliver, batch)] = batch
+                    in_flight_keys.update(i.dedupe_key for i in batch)
 
-            for item, ship, why in self._decided(index):
-                if self.stop.is_set():
-                    break
-                if not ship:
-                    if "held" in why:
-                        summary.held += 1
-                    else:
-                        summary.counts[Outcome.SKIPPED] += 1
-                    continue
-                if opts.max_items is not None and shipped >= opts.max_items:
-                    stop_error = Checkpoint(
-                        f"--max-items {opts.max_items} reached; more items wait to ship"
-                    )
-                    break
-                if item.dedupe_key in unit_keys:
-                    continue  # the store yields a key once; never ship a key twice at once
-                while item.dedupe_key in in_flight_keys:
-                    collect(block=True)
-                unit.append(item)
-                unit_keys.add(item.dedupe_key)
-                shipped += 1
-                if len(unit) >= self._batch_limit:
-                    submit(unit)
-                    unit, unit_keys = [], set()
-                    # Bounded: at most two units per worker are queued or running.
-                    while len(in_flight) >= 2 * opts.concurrency:
+                for item, ship, why in self._decided(index):
+                    if self.stop.is_set():
+                        break
+                    if not ship:
+                        if "held" in why:
+                            summary.held += 1
+                        else:
+                            summary.counts[Outcome.SKIPPED] += 1
+                        continue
+                    if opts.max_items is not None and shipped >= opts.max_items:
+                        stop_error = Checkpoint(
+                            f"--max-items {opts.max_items} reached; more items wait to ship"
+                        )
+                        break
+                    if item.dedupe_key in unit_keys:
+                        continue  # the store yields a key once; never ship a key twice at once
+                    while item.dedupe_key in in_flight_keys:
                         collect(block=True)
-                    collect(block=False)
-            if unit and not self.stop.is_set():
-                submit(unit)
-            while in_flight:
-                collect(block=True)
+                    unit.append(item)
+                    unit_keys.add(item.dedupe_key)
+                    shipped += 1
+                    if len(unit) >= self._batch_limit:
+                        submit(unit)
+                        unit, unit_keys = [], set()
+                        # Bounded: at most two units per worker are queued or running.
+                        while len(in_flight) >= 2 * opts.concurrency:
+                            collect(block=True)
+                        collect(block=False)
+                if unit and not self.stop.is_set():
+                    submit(unit)
+                while in_flight:
+                    collect(block=True)
+        except Aborted as exc:
+            # A second Ctrl-C while the main thread waited: the pool is left behind (its
+            # daemon threads may still wait on a hung socket; they end with the process).
+            stop_error = exc
         if self.stop_reason is not None and (
             stop_error is None or isinstance(stop_error, Interrupted)
         ):
@@ -481,19 +524,86 @@ class Shipper:
         )
 
 
+class _Workers:
+    """``n`` daemon threads running units, for what a ThreadPoolExecutor would do here.
+
+    Daemon threads, because an aborted run (a second Ctrl-C) must not wait for a hung
+    request's ``--timeout`` to end: an executor's workers are joined at exit. Normal
+    ends join them; queued units that start after a stop find it set and send nothing."""
+
+    def __init__(self, n: int) -> None:
+        self._queue: queue.SimpleQueue[
+            tuple[Future[UnitResult], Callable[[list[StoredItem]], UnitResult], list[StoredItem]]
+            | None
+        ] = queue.SimpleQueue()
+        self._threads = [
+            threading.Thread(target=self._work, name=f"ship-{i}", daemon=True) for i in range(n)
+        ]
+        for thread in self._threads:
+            thread.start()
+
+    def submit(
+        self, fn: Callable[[list[StoredItem]], UnitResult], unit: list[StoredItem]
+    ) -> Future[UnitResult]:
+        future: Future[UnitResult] = Future()
+        self._queue.put((future, fn, unit))
+        return future
+
+    def _work(self) -> None:
+        while True:
+            job = self._queue.get()
+            if job is None:
+                return
+            future, fn, unit = job
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                future.set_result(fn(unit))
+            except BaseException as exc:  # handed to the caller through the future
+                future.set_exception(exc)
+
+    def __enter__(self) -> _Workers:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, *rest: object) -> None:
+        for _ in self._threads:
+            self._queue.put(None)
+        if exc_type is None:
+            for thread in self._threads:
+                thread.join()
+
+
+class _Completed:
+    """The finished unit of an inline run: what a Future says, without its lock and
+    condition (one per item one by one)."""
+
+    __slots__ = ("_exception", "_result")
+
+    def __init__(self, result: UnitResult | None, exception: BaseException | None) -> None:
+        self._result = result
+        self._exception = exception
+
+    def result(self) -> UnitResult:
+        if self._exception is not None:
+            raise self._exception
+        assert self._result is not None
+        return self._result
+
+
+_Pending = Future[UnitResult] | _Completed
+
+
 class _Inline:
     """Runs each unit in the calling thread. One by one at concurrency 1, a thread
     handoff (and a GIL hand-over) per item costs more than the overlap it buys."""
 
     def submit(
         self, fn: Callable[[list[StoredItem]], UnitResult], unit: list[StoredItem]
-    ) -> Future[UnitResult]:
-        future: Future[UnitResult] = Future()
+    ) -> _Completed:
         try:
-            future.set_result(fn(unit))
-        except BaseException as exc:  # handed to the caller through the future, as a pool would
-            future.set_exception(exc)
-        return future
+            return _Completed(fn(unit), None)
+        except BaseException as exc:  # handed to the caller, as a pool's future would
+            return _Completed(None, exc)
 
     def __enter__(self) -> _Inline:
         return self
