@@ -26,7 +26,7 @@ FRAMEWORK_SETTINGS: dict[str, Any] = {
     "FRAMEWORK_ERROR_RATE_WINDOW": 50,  # ... attempts (breaker idle until the window fills)
     "FRAMEWORK_FRESH": False,  # forget rows (items stay) and start over
     # What one page may cost (framework.extract.patterns; docs/operations.md)
-    "FRAMEWORK_EXTRACT_TIMEOUT": 10.0,  # seconds of regex work per page, then a parse error
+    "FRAMEWORK_EXTRACT_TIMEOUT": 10.0,  # CPU seconds of regex work per page, then parse error
     "FRAMEWORK_MAX_MATCHES": 100_000,  # matches one selector or JSON path may make
     "FRAMEWORK_MAX_MATCH_CHARS": 1 << 20,  # characters one selector may return
     "FRAMEWORK_MAX_ITEM_BYTES": 1 << 20,  # one record as stored JSON

@@ -6,7 +6,9 @@ owns the bounds that keep one page from taking the crawl down:
 * **time**: every spec regex (``re``/``url`` sources, ``embedded``, ``replace``, follow
   ``pattern``, and XPath's EXSLT ``re:test``/``re:match``/``re:replace``) runs on the
   `regex <https://pypi.org/project/regex/>`_ engine with a timeout drawn from the page's
-  budget (``FRAMEWORK_EXTRACT_TIMEOUT`` seconds for everything one page runs). Python's
+  budget (``FRAMEWORK_EXTRACT_TIMEOUT`` seconds of CPU time for everything one page
+  runs: the regex engine counts its timeout in process CPU time, so the budget does
+  too, and a loaded machine does not turn into false timeouts). Python's
   ``re`` cannot be interrupted: ``(a+)+$`` on forty characters would never return, and a
   signal cannot stop it either;
 * **size**: how many matches one selector or JSON path may return, how many characters,
@@ -60,7 +62,7 @@ MiB = 1024 * 1024
 class Limits:
     """The bounds of one page's extraction (settings named in the comments)."""
 
-    timeout: float = 10.0  # FRAMEWORK_EXTRACT_TIMEOUT: seconds of regex work per page
+    timeout: float = 10.0  # FRAMEWORK_EXTRACT_TIMEOUT: CPU seconds of regex work per page
     max_matches: int = 100_000  # FRAMEWORK_MAX_MATCHES: per selector / JSON path run
     max_chars: int = MiB  # FRAMEWORK_MAX_MATCH_CHARS: text one selector may return
     max_item_bytes: int = MiB  # FRAMEWORK_MAX_ITEM_BYTES: one record, as stored JSON
@@ -82,7 +84,7 @@ class LimitExceeded(Exception):
 
 
 class Budget:
-    """The running page's limits and deadline (monotonic seconds; inf: no page)."""
+    """The running page's limits and deadline (process CPU seconds; inf: no page)."""
 
     __slots__ = ("deadline", "limits")
 
@@ -94,15 +96,15 @@ class Budget:
         """Seconds left for one regex call (None outside a page), or raise when spent."""
         if self.deadline == float("inf"):
             return None
-        left = self.deadline - time.monotonic()
+        left = self.deadline - time.process_time()
         if left <= 0:
             raise self.spent(what)
         return left
 
     def spent(self, what: str) -> LimitExceeded:
         return LimitExceeded(
-            f"extraction ran over FRAMEWORK_EXTRACT_TIMEOUT ({self.limits.timeout:g}s per "
-            f"page) in {what}; a pattern that backtracks this much needs rewriting"
+            f"extraction ran over FRAMEWORK_EXTRACT_TIMEOUT ({self.limits.timeout:g}s of CPU "
+            f"per page) in {what}; a pattern that backtracks this much needs rewriting"
         )
 
     def matches(self, n: int, what: str) -> None:
@@ -134,7 +136,7 @@ def page_budget(limits: Limits) -> Iterator[Budget]:
     """Run one page's extraction under ``limits``; the time budget starts now."""
     global _active
     previous = _active
-    _active = Budget(limits, time.monotonic() + limits.timeout)
+    _active = Budget(limits, time.process_time() + limits.timeout)
     try:
         yield _active
     finally:
