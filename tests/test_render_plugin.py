@@ -140,6 +140,10 @@ def test_the_spider_of_a_rendering_job_marks_only_rendered_kinds(tmp_path, chrom
     cls = spider_class(load_spec(path), path, tmp_path / "var")
     settings = cls.custom_settings
     assert settings["DOWNLOAD_HANDLERS"]["http"] == renderer_mod.HANDLER
+    assert settings["DOWNLOAD_HANDLERS"]["https"] == renderer_mod.HANDLER
+    plain = spider_class(load_spec(write(tmp_path, 'detail:\n  id: "#id::text"\n')), path, tmp_path)
+    for scheme, handler in plain.custom_settings.get("DOWNLOAD_HANDLERS", {}).items():
+        assert settings["DOWNLOAD_HANDLERS"][scheme] == handler  # e.g. file: stays refused
     assert settings["TWISTED_REACTOR"] == renderer_mod.REACTOR
     meta = cls.render_meta
     assert meta is not None
@@ -159,7 +163,7 @@ def test_a_job_that_renders_nothing_keeps_scrapys_handlers(tmp_path):
     path = write(tmp_path, 'detail:\n  id: "#id::text"\n')
     cls = spider_class(load_spec(path), path, tmp_path / "var")
     assert cls.render_meta is None
-    assert "DOWNLOAD_HANDLERS" not in cls.custom_settings
+    assert "http" not in cls.custom_settings.get("DOWNLOAD_HANDLERS", {})
     assert "TWISTED_REACTOR" not in cls.custom_settings
 
 
@@ -172,3 +176,24 @@ def test_a_kind_without_browser_options_gets_no_page_methods(tmp_path, chromium)
         "playwright": True,
         "playwright_page_goto_kwargs": {"wait_until": "load"},
     }
+
+
+def test_a_page_is_retired_after_its_uses():
+    async def scenario() -> None:
+        made: list[FakePage] = []
+
+        async def create() -> FakePage:
+            made.append(FakePage(len(made)))
+            return made[-1]
+
+        pool = pool_mod.PagePool(1, max_uses=2)
+        first = await pool.acquire(create)
+        await pool.release(first, healthy=True)
+        assert await pool.acquire(create) is first  # its second request
+        await pool.release(first, healthy=True)
+        assert first.closed  # served two: replaced
+        second = await pool.acquire(create)
+        assert second is made[1]
+        assert (pool.created, pool.reused, pool.retired, pool.discarded) == (2, 1, 1, 0)
+
+    asyncio.run(scenario())

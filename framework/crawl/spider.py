@@ -196,7 +196,7 @@ def spider_class(spec: JobSpec, spec_path: Path, workspace_root: Path) -> type[J
     settings = default_settings(spec.name)
     settings["FRAMEWORK_MAX_ATTEMPTS"] = spec.max_attempts
     settings["JOBDIR"] = str(workspace_root / spec.name)
-    settings.update(render_settings)  # the spec's own settings win over the renderer's
+    _merge(settings, render_settings)  # the spec's own settings win over the renderer's
     settings.update(spec.settings)
     attrs: dict[str, Any] = {
         "name": spec.name,
@@ -220,6 +220,15 @@ def _rendering(spec: JobSpec) -> tuple[dict[str, Any], RequestMeta | None]:
         return {}, None
     renderer = load_renderer(RENDERER, spec.settings)
     return renderer.scrapy_settings(spec.settings), renderer.request_meta(rendered)
+
+
+def _merge(settings: dict[str, Any], extra: dict[str, Any]) -> None:
+    """``extra`` over ``settings``; mappings (DOWNLOAD_HANDLERS) are merged key by key, so
+    the renderer's http handlers keep the defaults' refusal of file:, data:, ftp: ..."""
+    for key, value in extra.items():
+        base = settings.get(key)
+        both = isinstance(base, dict) and isinstance(value, dict)
+        settings[key] = {**base, **value} if both else value
 
 
 def _host(url: str) -> str:

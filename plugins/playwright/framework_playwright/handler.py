@@ -10,6 +10,8 @@ a failed request closes its page. Settings, read here and nowhere else:
 * ``FRAMEWORK_CHROMIUM`` (``-s`` only: a spec may not name a program to run): the browser,
   else ``$FRAMEWORK_CHROMIUM``, else the usual paths;
 * ``PLAYWRIGHT_MAX_PAGES_PER_CONTEXT``: pages open at once (the pool; one browser context);
+* ``FRAMEWORK_RENDER_PAGE_USES`` (``-s`` only): requests a page serves before it is
+  replaced by a fresh one (0: no limit);
 * ``FRAMEWORK_RENDER_REUSE`` (``-s`` only): reuse pages (default true); false opens and
   closes a page per request, as scrapy-playwright does by default (kept for measurements).
 """
@@ -34,6 +36,7 @@ __all__ = ["RenderingHandler"]
 
 
 DEFAULT_PAGES = 4
+DEFAULT_USES = 20  # requests a page serves before a fresh one replaces it (memory)
 
 
 class RenderingHandler(ScrapyPlaywrightDownloadHandler):
@@ -51,7 +54,7 @@ class RenderingHandler(ScrapyPlaywrightDownloadHandler):
         # One context holds the pool's pages: its page limit is the pool's size.
         pages = max(self.config.max_pages_per_context, 1)
         self.reuse = settings.getbool("FRAMEWORK_RENDER_REUSE", True)
-        self.pool = PagePool(pages)
+        self.pool = PagePool(pages, settings.getint("FRAMEWORK_RENDER_PAGE_USES", DEFAULT_USES))
         self._launch_lock = asyncio.Lock()
         self._started = False
         self._stats = crawler.stats
@@ -97,6 +100,7 @@ class RenderingHandler(ScrapyPlaywrightDownloadHandler):
             self._stats.set_value("framework/render/pages_created", self.pool.created)
             self._stats.set_value("framework/render/pages_reused", self.pool.reused)
             self._stats.set_value("framework/render/pages_discarded", self.pool.discarded)
+            self._stats.set_value("framework/render/pages_retired", self.pool.retired)
 
     async def _close(self) -> None:
         await self.pool.close()
