@@ -439,6 +439,15 @@ def test_a_limit_of_zero_is_a_usage_error_before_any_request(tmp_path: Path, cra
     assert r.returncode == EXIT_USAGE, r.stderr[-2000:]
     assert "FRAMEWORK_MAX_MATCHES must be greater than 0" in r.stderr
     assert "Traceback" not in r.stderr
+    # in a spec, validation says it first, at the setting's line
+    text = (
+        DETAIL_BY_URL.format(base="http://127.0.0.1:1")
+        + "settings:\n  FRAMEWORK_MAX_ITEM_BYTES: 0\n"
+    )
+    spec = _write_spec(tmp_path, text)
+    r = crawl_cli("validate", str(spec))
+    assert r.returncode == EXIT_USAGE, (r.stdout, r.stderr)
+    assert f"{spec}:12:" in r.stdout + r.stderr
 
 
 # ------------------------------------------------------- the rules, in isolation

@@ -90,7 +90,14 @@ SPEC_SETTINGS: dict[str, tuple[str, float | None]] = {
 # The framework's own settings, typed by their defaults; FRAMEWORK_FRESH is a decision
 # of one run (`--fresh`), never of a spec that every run reads.
 _NOT_IN_SPECS = frozenset({"FRAMEWORK_FRESH"})
-_AT_LEAST_ONE = {"FRAMEWORK_MAX_ATTEMPTS": 1, "FRAMEWORK_ERROR_RATE_WINDOW": 1}
+_AT_LEAST_ONE = {
+    "FRAMEWORK_MAX_ATTEMPTS": 1,
+    "FRAMEWORK_ERROR_RATE_WINDOW": 1,
+    # extraction limits (framework.extract.patterns): zero would refuse every page
+    "FRAMEWORK_MAX_MATCHES": 1,
+    "FRAMEWORK_MAX_MATCH_CHARS": 1,
+    "FRAMEWORK_MAX_ITEM_BYTES": 1,
+}
 _TRUSTED_HINT = (
     "put it in the project's Scrapy settings module or pass `-s {name}=...` on the "
     "command line (both are code you trust)"
