@@ -139,15 +139,6 @@ def test_the_secret_comes_from_the_environment_and_is_never_written_or_printed(
             assert SECRET.encode() not in path.read_bytes(), path.name
 
 
-def _ingest_signs() -> bool:
-    try:
-        import framework_ingest.signing  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
-@pytest.mark.skipif(not _ingest_signs(), reason="the ingest server does not verify signatures")
 def test_end_to_end_against_the_real_server_verifying_signatures(
     make_ship_workspace: Callable[..., Workspace],
     make_ingest_server: Callable[..., Any],

@@ -35,30 +35,14 @@ def job_ship_settings(job: str, root: Path) -> ShipSettings | None:
     """The job spec's ``ship:`` section, or None when the job has no spec file (a
     workspace can be shipped without its spec, e.g. on another machine).
 
-    The name goes through the project's one resolver, which refuses what is not a job
-    name; without a spec the name also names the workspace folder (``var/<job>``), so
-    then it must be a plain name: ``../x`` or ``/etc`` would lead out of ``var/``."""
+    The name goes through the project's one resolver with ``names_only``: it also names
+    the workspace folder ``var/<job>``, so ``../x``, ``/etc`` or ``a/b`` (which would lead
+    out of it) are a usage error, whether a spec exists or not."""
     try:
-        path = resolve_job(job, root)
+        path = resolve_job(job, root, names_only=True)
     except JobNotFound:
-        if not _plain_name(job):
-            raise UsageError(
-                f"job {job!r}: not a job name (a name from projects/*/job.yaml, or a path "
-                "to an existing spec file inside the project)"
-            ) from None
         return None
     return load_spec(path).ship
-
-
-def _plain_name(job: str) -> bool:
-    return (
-        bool(job)
-        and job not in (".", "..")
-        and "/" not in job
-        and os.sep not in job
-        and not (os.altsep and os.altsep in job)
-        and "\x00" not in job
-    )
 
 
 def signing_secret(name: str | None) -> str | None:
