@@ -9,3 +9,5 @@ SPIDER_LOADER_CLASS = "framework.crawl.loader.JobSpiderLoader"
 # The framework's jobs never need these; kept off even for `scrapy shell` & co.
 REMOTE_CONTROL_ENABLED = False
 TELNETCONSOLE_ENABLED = False
+# `scrapy parse` runs the job's spider in parse-only mode (no workspace): see there.
+COMMANDS_MODULE = "framework.scrapy_commands"

@@ -23,6 +23,7 @@ CORE_COMMANDS = {
     "requeue": "framework.cli.requeue:requeue",
     "demo": "framework.cli.demo:demo",
     "export": "framework.cli.export:export",
+    "preview": "framework.cli.preview:preview",
 }
 
 

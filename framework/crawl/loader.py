@@ -35,6 +35,7 @@ class JobSpiderLoader:
         self._loaded: dict[str, type[JobSpider]] = {}
         self.jobdir: str | None = None  # `-s JOBDIR=...`, else the spider's default
         self.fresh = False  # `-s FRAMEWORK_FRESH=1`
+        self.parse_only = False  # `scrapy parse`: the workspace is not opened at all
 
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> Self:
@@ -49,6 +50,7 @@ class JobSpiderLoader:
             _die(exc)
         loader.jobdir = settings.get("JOBDIR") or None
         loader.fresh = settings.getbool("FRAMEWORK_FRESH", False)
+        loader.parse_only = settings.getbool("FRAMEWORK_PARSE_ONLY", False)
         return loader
 
     def load(self, spider_name: str) -> type[JobSpider]:
@@ -61,6 +63,9 @@ class JobSpiderLoader:
             cls = spider_class(load_spec(path), path, self.workspace_root)
             # Asked here, while an error can still end the command in one line: once the
             # crawl runs, Scrapy reports a failure to start as an asyncio traceback.
+            if self.parse_only:
+                self._loaded[spider_name] = cls
+                return cls
             jobdir = Path(self.jobdir or (cls.custom_settings or {})["JOBDIR"])
             holder = held_by(jobdir / "crawl.lock")
             if holder is not None:

@@ -9,7 +9,7 @@ The spider only turns rows into Scrapy requests and hands back what the runtime 
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 from urllib.parse import urlsplit
@@ -58,6 +58,8 @@ class JobSpider(scrapy.Spider):
     render_meta: ClassVar[RequestMeta | None] = None
     runtime: CrawlRuntime
     close_reason: str | None = None
+    # FRAMEWORK_PARSE_ONLY (`scrapy parse`, `framework preview`): extract, commit nothing
+    parse_only: bool = False
     _refusals_told: set[tuple[str, str]]
 
     @classmethod
@@ -76,6 +78,11 @@ class JobSpider(scrapy.Spider):
             raise UsageError(str(exc)) from None
         guard.on_refused = spider._on_refused
         spider._refusals_told = set()
+        if crawler.settings.getbool("FRAMEWORK_PARSE_ONLY", False):
+            # set by `scrapy parse` (framework.scrapy_commands) and `framework preview`:
+            # no runtime, so the workspace is never opened and no run is recorded
+            spider.parse_only = True
+            return spider
         fresh = kwargs.get("fresh")  # `-a fresh=1` on `scrapy crawl`
         spider.runtime = CrawlRuntime.from_crawler(
             crawler,
@@ -97,10 +104,15 @@ class JobSpider(scrapy.Spider):
         logger.info(
             "refused links to %s (first: %s); they are counted, not followed", what, shown(url)
         )
-        self.runtime.event("link_refused", why=why, target=target, url=shown(url))
+        if not self.parse_only:
+            self.runtime.event("link_refused", why=why, target=target, url=shown(url))
 
     # ------------------------------------------------------------------ requests
     async def start(self) -> AsyncIterator[Any]:
+        if self.parse_only:  # a dry run of the start pages (`scrapy parse` brings its own)
+            for url in self.spec.start_urls:
+                yield self.parse_request(self.compiled.start_kind, url)
+            return
         for row in self.runtime.start_rows():
             request = self._request(row)
             if request is None:
@@ -168,6 +180,112 @@ class JobSpider(scrapy.Spider):
             # page's items and requests above, which are already committed.
             raise CloseSpider(handled.stop)
 
+    # ------------------------------------------------------------ scrapy parse
+    def parse(self, response: Response, **kwargs: Any) -> Iterator[Any]:
+        """What a page gives, committed nowhere (``scrapy parse --spider JOB URL``).
+
+        The page kind is the request's (``fw_kind`` meta), else ``-a kind=K``, else the
+        job's start kind. Records the crawl would store come back as items (a dropped
+        one is a warning), the follow, pagination and sub-tab links as requests to this
+        callback (so ``--depth 2`` parses the next pages as their kinds); a sub-tab
+        kind gives one item, ``{"tab": kind, "value": ...}``. Nothing shown carries a
+        resolved ``{env:NAME}`` value."""
+        kind = str(
+            response.meta.get("fw_kind") or getattr(self, "kind", "") or self.compiled.start_kind
+        )
+        mask = self.secrets.mask_value
+        if response.status >= 400:  # the crawl records an error row, extracting nothing
+            logger.warning(
+                "HTTP %d from %s: nothing extracted", response.status, shown(response.url)
+            )
+            return
+        if kind in self.compiled.subtabs:
+            yield mask({"tab": kind, "value": self.compiled.subtabs[kind].parse(response)})
+            return
+        if kind not in self.compiled.kinds:
+            known = ", ".join([*self.compiled.kinds, *self.compiled.subtabs])
+            raise UsageError(f"{self.name} has no page kind {kind!r} (kinds: {known})")
+        page = int(response.meta.get("fw_page", 1))
+        result = self.compiled.kinds[kind].parse(response, response.meta.get("fw_carry", {}), page)
+        for record in result.records:
+            if not record.valid:
+                logger.warning(
+                    "record dropped at %s: missing required field(s) %s",
+                    shown(response.url),
+                    ", ".join(record.missing),
+                )
+                continue
+            if record.dedupe_key is None:
+                continue  # its values travel on with its links, as in the crawl
+            yield mask(
+                {
+                    "dedupe_key": record.dedupe_key,
+                    "source_type": self.spec.source_type,
+                    "source_id": record.source_id or "",
+                    **record.values,
+                }
+            )
+            for tab in record.subtabs:
+                yield self.parse_request(tab.kind, tab.url, tab.method, tab.body, tab.body_type)
+        for link in result.links:
+            yield self.parse_request(link.kind, link.url, carry=link.carry)
+        for link in result.next_pages:
+            yield self.parse_request(link.kind, link.url, carry=link.carry, page=page + 1)
+
+    def parse_request(
+        self,
+        kind: str,
+        url: str,
+        method: str = "GET",
+        body: str | None = None,
+        body_type: str | None = None,
+        *,
+        carry: dict[str, Any] | None = None,
+        page: int = 1,
+    ) -> Request:
+        """A request to :meth:`parse`, sent as the crawl sends a row's (``{env:NAME}``
+        resolved, the job's headers), shown with its references masked back."""
+        from framework.workspace import Row, RowStatus
+
+        row = Row(
+            id=0,
+            kind=kind,
+            url=url,
+            method=method,
+            body=body,
+            body_type=body_type,
+            parent_id=None,
+            status=RowStatus.PENDING,
+            attempts=0,
+            retryable=True,
+            last_error_kind=None,
+            last_error=None,
+            last_http_status=None,
+            context={},
+            created_at="",
+            updated_at="",
+        )
+        headers: dict[str, str] = {}
+        if body_type == "form":
+            headers["Content-Type"] = "application/x-www-form-urlencoded"
+        elif body_type == "json":
+            headers["Content-Type"] = "application/json"
+        sent_url, sent_body, sent_headers = self.secrets.resolve(row, headers)
+        meta: dict[str, Any] = {"fw_kind": kind, "fw_carry": carry or {}, "fw_page": page}
+        if self.render_meta is not None:
+            meta.update(self.render_meta(kind))
+        request = _MaskedRequest(
+            sent_url,
+            method=method,
+            body=sent_body,
+            headers=sent_headers or None,
+            callback=self.parse,
+            dont_filter=True,
+            meta=meta,
+        )
+        request.masker = self.secrets.mask
+        return request
+
     def _on_closed(self, spider: scrapy.Spider, reason: str) -> None:
         if spider is not self:
             return
@@ -220,6 +338,19 @@ def _rendering(spec: JobSpec) -> tuple[dict[str, Any], RequestMeta | None]:
         return {}, None
     renderer = load_renderer(RENDERER, spec.settings)
     return renderer.scrapy_settings(spec.settings), renderer.request_meta(rendered)
+
+
+class _MaskedRequest(Request):
+    """A request whose printed form (``scrapy parse`` prints requests) names its
+    ``{env:NAME}`` references, never their values."""
+
+    masker: Callable[[str], str] | None = None
+
+    def __repr__(self) -> str:
+        text = super().__repr__()
+        return self.masker(text) if self.masker is not None else text
+
+    __str__ = __repr__
 
 
 def _merge(settings: dict[str, Any], extra: dict[str, Any]) -> None:

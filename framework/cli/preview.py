@@ -1,0 +1,148 @@
+"""``framework preview JOB [URL]``: what one page gives under the spec, field by field.
+
+The loop of writing a spec: point a selector, see what it gives, fix it. Nothing is
+written to the workspace (see :mod:`framework.crawl.preview`).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+
+from framework.project import find_root, resolve_job
+
+VALUE_WIDTH = 60
+
+
+@click.command("preview")
+@click.argument("job")
+@click.argument("url", required=False)
+@click.option("--kind", "-k", help="page kind to read the page as (default: the start kind)")
+@click.option(
+    "--file",
+    "page_file",
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    help="read this saved page instead of fetching URL (URL still resolves its links)",
+)
+@click.option("--json", "as_json", is_flag=True, help="one JSON object, for scripts")
+@click.option(
+    "-s", "--set", "settings", multiple=True, metavar="NAME=VALUE", help="a Scrapy setting"
+)
+@click.option("-v", "--verbose", is_flag=True, help="show Scrapy's log of the fetch")
+def preview(
+    job: str,
+    url: str | None,
+    kind: str | None,
+    page_file: Path | None,
+    as_json: bool,
+    settings: tuple[str, ...],
+    verbose: bool,
+) -> int:
+    """Fetch URL (default: the first start URL) as the crawl would, or read --file, and
+    show per record and field the value and the selector that gave it (a fallback
+    means the layout changed), what came out empty, failed its type or broke a rule,
+    and the links, next pages and sub-tab requests the page would make.
+
+    Writes nothing to the workspace. Exit 0; 1 when a required field is missing or
+    the page cannot be read; 2 on a bad call."""
+    from framework.cli.crawl import _setting
+    from framework.crawl import preview as pv
+    from framework.crawl.secrets import Secrets
+    from framework.spec import load_spec
+
+    root = find_root()
+    spec_path = resolve_job(job, root)
+    spec = load_spec(spec_path)
+    secrets = Secrets.from_spec(spec, where=str(spec_path))  # a missing variable: exit 2
+    kind = pv.check_kind(spec, kind)
+    if url is None:
+        url = spec.start_urls[0]
+    if page_file is not None:
+        response = pv.from_file(page_file, _resolved(secrets, url))
+        origin = str(page_file)
+    else:
+        overrides: dict[str, Any] = dict(_setting(settings))
+        if verbose:
+            overrides["LOG_LEVEL"] = "INFO"
+        response = pv.fetch(spec, spec_path, root, kind, url, overrides=overrides)
+        origin = "fetched"
+    report = pv.explain(spec, kind, response, origin=origin, mask=secrets.mask_value)
+    if as_json:
+        click.echo(json.dumps(report.as_dict(), ensure_ascii=False, indent=2, default=str))
+    else:
+        click.echo(render(report))
+    return 1 if report.missing_required or report.error else 0
+
+
+def _resolved(secrets: Any, url: str) -> str:
+    # a saved page's links are joined to the URL the crawl would have fetched
+    from framework.spec.template import ENV_REF
+
+    return ENV_REF.sub(lambda m: secrets.values.get(m.group(1), m.group(0)), url)
+
+
+def render(report: Any) -> str:
+    """The preview as text: a header, one block per record, then the requests."""
+    lines = [
+        f"{report.job}: {report.url} as kind {report.kind!r} "
+        f"({report.origin}, HTTP {report.status}, {report.size} bytes)"
+    ]
+    if report.error:
+        lines.append(f"! {report.error}")
+    if report.tab_value is not None:
+        lines.append("sub-tab value:")
+        lines.append(json.dumps(report.tab_value, ensure_ascii=False, indent=2, default=str))
+    n = len(report.records)
+    for rec in report.records:
+        head = f"record {rec.index + 1} of {n}"
+        if rec.dedupe_key:
+            head += f": {rec.dedupe_key}"
+        if rec.missing:
+            head += f"  DROPPED: missing required {', '.join(rec.missing)}"
+        elif rec.stored:
+            head += "  (stored)"
+        else:
+            head += "  (no id: values carried to the pages it links to)"
+        lines.append(head)
+        width = max((len(t.name) for t in rec.fields), default=4)
+        for t in rec.fields:
+            lines.append(f"  {t.name:<{width}}  {_trace(t)}")
+        for f, why in rec.errors:
+            if "[" in f:  # a nested row's field; the top-level ones are shown above
+                lines.append(f"  {f}: {why}")
+        for tab in rec.subtabs:
+            body = f"  body {tab['body']}" if tab["body"] else ""
+            lines.append(f"  -> {tab['method']} {tab['url']}  ({tab['kind']}){body}")
+    if not report.records and report.tab_value is None and not report.error:
+        lines.append("no records on this page")
+    if report.follow:
+        lines.append(f"links to follow ({len(report.follow)}):")
+        lines.extend(f"  -> {link['url']}  ({link['kind']})" for link in report.follow)
+    if report.next:
+        lines.append("next page:")
+        lines.extend(f"  -> {link['url']}  ({link['kind']})" for link in report.next)
+    for why, count in sorted(report.refused.items()):
+        lines.append(f"refused links ({why}): {count}")
+    return "\n".join(lines)
+
+
+def _trace(t: Any) -> str:
+    req = " (required)" if t.required else ""
+    if t.outcome == "found":
+        where = t.source or ""
+        if t.source_index:
+            where = f"fallback #{t.source_index} {where}: layout changed?"
+        return f"{_short(t.value)}  <- {where}"
+    if t.outcome == "failed":
+        return f"FAILED{req}: {t.error}  <- {t.source}"
+    if t.outcome == "default":
+        return f"{_short(t.value)}  (default: nothing matched)"
+    return f"EMPTY{req}: nothing matched"
+
+
+def _short(value: Any) -> str:
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= VALUE_WIDTH else text[: VALUE_WIDTH - 3] + "..."

@@ -1,0 +1,309 @@
+"""What one page gives under a spec, field by field, with nothing written anywhere.
+
+``framework preview`` fetches one page the way the crawl would (the job's spider class
+in parse-only mode: its settings, headers, ``{env:NAME}`` credentials, robots.txt and
+safety middleware; no crawl runtime, so the workspace is never opened) or reads a
+saved file, then explains it: per record and field the value, which source of the
+fallback list gave it (a later one means the layout changed), what came out empty,
+failed its type or broke a rule; and the follow, pagination and sub-tab requests the
+page would make. The extraction is the crawl's own (:class:`CompiledKind.parse`); the
+explanation comes from running each compiled field once more on the same scopes.
+
+It must not write to the workspace, and nothing it returns carries a resolved
+credential (every value is masked back to its ``{env:NAME}`` reference).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from framework.crawl.page import CompiledJob, PageError
+from framework.errors import FrameworkError, UsageError
+from framework.extract.fields import FAILED, FOUND, Extraction, FieldExtractor, Scope
+from framework.extract.patterns import Limits
+from framework.settings import default_settings
+from framework.spec.models import JobSpec
+
+if TYPE_CHECKING:
+    from scrapy.http import Response
+
+__all__ = ["FieldTrace", "Preview", "RecordTrace", "explain", "fetch", "from_file"]
+
+
+@dataclass
+class FieldTrace:
+    name: str
+    outcome: str  # found | default | empty | failed | carried
+    value: Any = None
+    source: str | None = None  # the source that gave the value ("css: h1::text")
+    source_index: int | None = None  # its place in the fallback list (0: the first)
+    required: bool = False
+    error: str | None = None  # why the value failed (type, min/max)
+
+    @property
+    def fallback(self) -> bool:
+        return bool(self.source_index)
+
+
+@dataclass
+class RecordTrace:
+    index: int
+    fields: list[FieldTrace]
+    dedupe_key: str | None = None
+    source_id: str | None = None
+    stored: bool = False  # whether the crawl would store it as an item
+    missing: list[str] = field(default_factory=list)  # required fields with no value
+    errors: list[tuple[str, str]] = field(default_factory=list)  # (field, why), nested too
+    subtabs: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
+class Preview:
+    job: str
+    kind: str
+    url: str
+    origin: str  # "fetched" or the file read
+    status: int | None = None
+    size: int = 0
+    error: str | None = None  # the page could not be read (HTTP error, not JSON ...)
+    records: list[RecordTrace] = field(default_factory=list)
+    follow: list[dict[str, Any]] = field(default_factory=list)
+    next: list[dict[str, Any]] = field(default_factory=list)
+    refused: dict[str, int] = field(default_factory=dict)
+    tab_value: Any = None  # a sub-tab kind's value
+
+    @property
+    def missing_required(self) -> bool:
+        return any(r.missing for r in self.records)
+
+    def as_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        for rec, traced in zip(out["records"], self.records, strict=True):
+            rec["errors"] = [{"field": f, "error": m} for f, m in traced.errors]
+            for f, t in zip(rec["fields"], traced.fields, strict=True):
+                f["fallback"] = t.fallback
+        out["missing_required"] = self.missing_required
+        return out
+
+
+class _Tracing(FieldExtractor):
+    """The kind's own extractor that also keeps, per scope, what each field did."""
+
+    __slots__ = ("runs",)
+
+    def __init__(self, inner: FieldExtractor) -> None:
+        self._fields = inner._fields
+        self.runs: list[list[tuple[Any, int, Any, int]]] = []
+
+    def extract(self, scope: Scope) -> Extraction:
+        self.runs.append([(cf, *cf.run(scope)) for cf in self._fields])
+        return super().extract(scope)
+
+
+def kinds_of(spec: JobSpec) -> list[str]:
+    job = CompiledJob(spec)
+    return [*job.kinds, *job.subtabs]
+
+
+def check_kind(spec: JobSpec, kind: str | None) -> str:
+    """``kind`` when the spec has it (default: the start kind), else a UsageError."""
+    known = kinds_of(spec)
+    if kind is None:
+        return spec.start_kind()
+    if kind not in known:
+        raise UsageError(f"{spec.name} has no page kind {kind!r} (kinds: {', '.join(known)})")
+    return kind
+
+
+def explain(
+    spec: JobSpec, kind: str, response: Response, *, origin: str, mask: Any = None
+) -> Preview:
+    """The preview of ``response`` read as page kind ``kind`` (as the crawl reads it)."""
+    job = CompiledJob(spec)
+    job.guard.limits = _limits(spec)
+    report = Preview(
+        spec.name, kind, response.url, origin, status=response.status, size=len(response.body)
+    )
+    if response.status >= 400:
+        report.error = (
+            f"HTTP {response.status}: the crawl records an error row and extracts nothing"
+        )
+        return _masked(report, mask)
+    try:
+        if kind in job.subtabs:
+            report.tab_value = job.subtabs[kind].parse(response)
+            return _masked(report, mask)
+        compiled = job.kinds[kind]
+        tracer = _Tracing(compiled.fields)
+        compiled.fields = tracer
+        id_tracer = None
+        if compiled.id is not None:
+            id_tracer = _Tracing(compiled.id)
+            compiled.id = id_tracer
+        result = compiled.parse(response, {}, 1)
+    except PageError as exc:
+        report.error = str(exc)
+        return _masked(report, mask)
+    emits = compiled.spec.emits
+    single = compiled.spec.each is None
+    for i, record in enumerate(result.records):
+        traces: list[FieldTrace] = []
+        if id_tracer is not None and i < len(id_tracer.runs):
+            traces.extend(_traces(id_tracer.runs[i]))
+        traces.extend(_traces(tracer.runs[i]))
+        stored = record.valid and record.dedupe_key is not None
+        report.records.append(
+            RecordTrace(
+                index=i,
+                fields=traces,
+                dedupe_key=record.dedupe_key,
+                source_id=record.source_id,
+                stored=stored,
+                missing=list(record.missing),
+                errors=list(record.errors),
+                subtabs=[
+                    {"kind": t.kind, "method": t.method, "url": t.url, "body": t.body}
+                    for t in record.subtabs
+                ]
+                if record.valid
+                else [],
+            )
+        )
+        if single and emits and not record.valid:
+            report.error = (
+                "missing required field(s) "
+                + ", ".join(record.missing)
+                + ": the crawl records this page as a validation error"
+            )
+    report.follow = [{"kind": link.kind, "url": link.url} for link in result.links]
+    report.next = [{"kind": link.kind, "url": link.url} for link in result.next_pages]
+    report.refused = dict(job.guard.refused)
+    return _masked(report, mask)
+
+
+def _traces(runs: list[tuple[Any, int, Any, int]]) -> list[FieldTrace]:
+    out: list[FieldTrace] = []
+    for cf, outcome, value, index in runs:
+        trace = FieldTrace(cf.name, "found", required=cf.required)
+        if outcome == FOUND:
+            if cf._child is not None:  # a nested group: its rows' values
+                trace.value = [sub.values for sub in value]
+                trace.source = f"each: {cf._each_label}"
+            else:
+                trace.value = value
+                trace.source = cf.sources[index].label
+                trace.source_index = index
+        elif outcome == FAILED:
+            trace.outcome = "failed"
+            trace.error = str(value)
+            trace.source = cf.sources[index].label
+            trace.source_index = index
+        elif cf.has_default:
+            trace.outcome = "default"
+            trace.value = cf.default
+        else:
+            trace.outcome = "empty"
+            trace.value = [] if cf.many or cf._child is not None else None
+        out.append(trace)
+    return out
+
+
+def _limits(spec: JobSpec) -> Limits:
+    s: Mapping[str, Any] = {**default_settings(spec.name), **spec.settings}
+    return Limits(
+        timeout=float(s["FRAMEWORK_EXTRACT_TIMEOUT"]),
+        max_matches=int(s["FRAMEWORK_MAX_MATCHES"]),
+        max_chars=int(s["FRAMEWORK_MAX_MATCH_CHARS"]),
+        max_item_bytes=int(s["FRAMEWORK_MAX_ITEM_BYTES"]),
+    )
+
+
+def _masked(report: Preview, mask: Any) -> Preview:
+    """The report with every resolved credential put back as its reference."""
+    if mask is None:
+        return report
+    report.url = mask(report.url)
+    report.error = mask(report.error) if report.error else report.error
+    report.tab_value = mask(report.tab_value)
+    report.follow = mask(report.follow)
+    report.next = mask(report.next)
+    for rec in report.records:
+        rec.dedupe_key = mask(rec.dedupe_key)
+        rec.source_id = mask(rec.source_id)
+        rec.subtabs = mask(rec.subtabs)
+        rec.errors = [(f, mask(m)) for f, m in rec.errors]
+        for t in rec.fields:
+            t.value = mask(t.value)
+            t.error = mask(t.error) if t.error else t.error
+    return report
+
+
+# ---------------------------------------------------------------------- input
+def from_file(path: Path, url: str) -> Response:
+    """A saved page as the response it was (``url`` resolves its relative links)."""
+    from scrapy.responsetypes import responsetypes
+
+    try:
+        body = path.read_bytes()
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
+    cls = responsetypes.from_args(filename=str(path), body=body, url=url)
+    return cls(url=url, body=body, status=200)
+
+
+def fetch(
+    spec: JobSpec,
+    spec_path: Path,
+    root: Path,
+    kind: str,
+    url: str,
+    *,
+    overrides: Mapping[str, Any] | None = None,
+) -> Response:
+    """One request for ``url`` through the job's own spider, settings and middlewares,
+    in parse-only mode (no workspace); the response, or a FrameworkError saying why
+    there is none (refused, robots.txt, unreachable)."""
+    from scrapy.crawler import CrawlerProcess
+    from scrapy.settings import Settings
+
+    from framework import scrapy_settings
+    from framework.crawl.runtime import classify_failure
+    from framework.crawl.spider import spider_class
+
+    base = spider_class(spec, spec_path, root / "var")
+    got: dict[str, Any] = {}
+
+    class PreviewSpider(base):  # type: ignore[valid-type,misc]
+        async def start(self) -> Any:
+            request = self.parse_request(kind, url)
+            yield request.replace(callback=self.keep, errback=self.failed)
+
+        def keep(self, response: Response) -> None:
+            got["response"] = response
+
+        def failed(self, failure: Any) -> None:
+            got["failure"] = failure
+
+    settings = Settings()
+    settings.setmodule(scrapy_settings, priority="project")
+    settings.setdict(
+        {"FRAMEWORK_PARSE_ONLY": True, "LOG_LEVEL": "ERROR", **(overrides or {})},
+        priority="cmdline",
+    )
+    process = CrawlerProcess(settings)
+    process.crawl(PreviewSpider)
+    process.start(install_signal_handlers=True)
+    if "response" in got:
+        response: Response = got["response"]
+        return response
+    failure = got.get("failure")
+    if failure is None:
+        raise FrameworkError(f"no response for {base.secrets.mask(url)}")
+    why = failure.value
+    if type(why).__name__ == "IgnoreRequest" and "robots" in str(why).lower():
+        raise FrameworkError(f"robots.txt forbids {base.secrets.mask(url)}")
+    kind_of, note = classify_failure(failure)
+    raise FrameworkError(f"could not fetch {base.secrets.mask(url)}: {kind_of}: {note}")

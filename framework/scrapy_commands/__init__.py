@@ -1,0 +1,2 @@
+"""Scrapy commands the project changes (named by ``COMMANDS_MODULE`` in
+:mod:`framework.scrapy_settings`); each module is one command, named as Scrapy's own."""
