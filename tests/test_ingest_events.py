@@ -82,6 +82,51 @@ def test_concurrent_writers_get_gapless_sequences(any_ingest_server: IngestServe
     assert len({e["dedupe_key"] for e in s.events()}) == len(seqs)
 
 
+def test_a_reader_polling_during_concurrent_writes_never_skips_one(
+    any_ingest_server: IngestServer,
+) -> None:
+    """The race a database sequence loses: 102 committed and read before 101 commits.
+    With the counter row, what a reader sees is always a gapless prefix."""
+    s = any_ingest_server
+    done = threading.Event()
+    seen: list[int] = []
+
+    def writer(n: int) -> None:
+        backend = open_backend(s.db_url)  # its own connections, like another process
+        try:
+            for i in range(25):
+                batch = [make_item(f"{n}-{i}-{j}") for j in range(2)]
+                requests.post(f"{s.url}/v1/items/batch", json=batch, timeout=30)
+                handoff.claim(backend, 1)  # handoff events interleave with write events
+        finally:
+            backend.close()
+
+    def reader() -> None:
+        backend = open_backend(s.db_url)
+        cursor = 0
+        try:
+            while True:
+                finished = done.is_set()
+                for event in events.page(backend, cursor, 1000):
+                    seen.append(event["seq"])
+                    cursor = event["seq"]
+                if finished:
+                    return
+        finally:
+            backend.close()
+
+    watcher = threading.Thread(target=reader)
+    watcher.start()
+    threads = [threading.Thread(target=writer, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    done.set()
+    watcher.join(60)
+    assert seen == list(range(1, 4 * 25 * 3 + 1))
+
+
 # -- the stream across a killed server ---------------------------------------------------
 
 
