@@ -261,10 +261,10 @@ def test_a_path_is_not_a_job_name(
     for name in ("../outside", str(outside), "cases/../../outside", ".."):
         code, out, err = run([command, name], capsys)
         assert code == 2, (name, out, err)
-        assert (
-            err
-            == f"error: {name!r} is not a job name (letters, digits, '_' or '-', as in a spec's name:); to read a workspace elsewhere, pass --workspace DIR\n"
-        )  # noqa: E501
+        assert err == (
+            f"error: {name!r} is not a job name (letters, digits, '_' or '-', as in a spec's "
+            "name:); to read a workspace elsewhere, pass --workspace DIR\n"
+        )
     with Workspace.open(outside, readonly=True) as ws:
         assert not [e for e in ws.events if e["event"] == "requeued"]
 

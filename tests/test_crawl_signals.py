@@ -35,7 +35,7 @@ class DripServer:
         server = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
+            def do_GET(self) -> None:
                 self.send_response(200)
                 self.send_header("Content-Type", "text/html")
                 self.send_header("Content-Length", "100000")
@@ -92,8 +92,17 @@ def _spec(root: Path, url: str) -> Path:
 
 def _start(spec: Path, ws: Path, grace: float) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [*CLI, "crawl", str(spec), "--workspace", str(ws), "-L", "WARNING"]
-        + ["-s", f"FRAMEWORK_STOP_GRACE={grace}"],
+        [
+            *CLI,
+            "crawl",
+            str(spec),
+            "--workspace",
+            str(ws),
+            "-L",
+            "WARNING",
+            "-s",
+            f"FRAMEWORK_STOP_GRACE={grace}",
+        ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,

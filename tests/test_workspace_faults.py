@@ -294,12 +294,58 @@ def test_lost_commits_are_flagged_by_status_and_refused_by_crawl(
     assert json.loads(after.stdout)["integrity"]["whole"] is True
 
 
-def test_an_emptied_state_file_is_not_silently_started_over(crawled: tuple[Path, Path]) -> None:
+@pytest.mark.parametrize("how", ["empty", "missing"])
+def test_a_lost_state_file_is_not_silently_started_over(
+    crawled: tuple[Path, Path], how: str
+) -> None:
     spec, ws = crawled
     state = ws / "state.sqlite"
     with Workspace.open(ws, create=False, readonly=True):
         pass
-    os.truncate(state, 0)
+    if how == "empty":
+        os.truncate(state, 0)
+    else:
+        state.unlink()
     crawl = _cli("crawl", str(spec), "--workspace", str(ws), *QUIET)
     assert crawl.returncode == EXIT_HALTED, crawl.stderr[-2000:]
-    _one_clean_line(crawl.stderr, "the state file is empty but urls.jsonl names requests")
+    _one_clean_line(crawl.stderr, f"the state file is {how} but urls.jsonl names requests")
+    fresh = _cli("crawl", str(spec), "--workspace", str(ws), "--fresh", *QUIET)
+    assert fresh.returncode == EXIT_HALTED, fresh.stderr[-2000:]  # the demo's broken pages
+    assert "rows in error" in fresh.stderr
+    again = _cli("crawl", str(spec), "--workspace", str(ws), *QUIET)
+    assert again.returncode == EXIT_HALTED, again.stderr[-2000:]
+    assert "ok rows that state.sqlite lacks" not in again.stderr  # the old lines are history
+
+
+KILLED = """
+import os, sys, time
+from framework.workspace import NewRow, Outcome, Workspace, utc_now
+
+ws = Workspace.open(sys.argv[1])
+rows = ws.store.seed([NewRow("detail", f"http://site/{i}") for i in range(13)])
+for n, row in enumerate(rows, 1):
+    res = ws.store.commit(Outcome(row.id, ok=True, http_status=200))
+    ws.urls.append({"time": utc_now(), "url": row.url, "outcome": "ok", "row": row.id,
+                    "attempt": res.attempt})
+    if n == 8:  # the 8th commit asks for a checkpoint: let it finish, then no other runs
+        while ws.store._checkpointer is None or ws.store._checkpointer.runs < 1:
+            time.sleep(0.01)
+os._exit(0)  # as kill -9 would: no close, so the last commits live in the WAL only
+"""
+
+
+def test_a_wal_deleted_after_a_kill_is_flagged(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    subprocess.run([*CLI[:1], "-c", KILLED, str(ws)], env=env, check=True, timeout=60)
+    wal = ws / "state.sqlite-wal"
+    assert wal.stat().st_size > 0
+    wal.unlink()
+    (ws / "state.sqlite-shm").unlink(missing_ok=True)
+    status = _cli("status", "x", "--workspace", str(ws), "--json")
+    assert status.returncode == EXIT_HALTED, status.stderr[-2000:]
+    line = _one_clean_line(status.stderr, "ok rows that state.sqlite lacks")
+    assert "urls.jsonl names 5 ok rows that state.sqlite lacks (row 9, 10, 11, 12, 13)" in line
+    report = json.loads(status.stdout)
+    assert report["integrity"]["lost_examples"] == [9, 10, 11, 12, 13]
+    assert report["rows"]["by_status"]["ok"] == 8

@@ -89,7 +89,7 @@ def test_newer_schema_is_refused(tmp_path: Path) -> None:
 def test_a_file_that_is_not_sqlite_is_a_broken_workspace(tmp_path: Path) -> None:
     path = tmp_path / "state.sqlite"
     path.write_bytes(b"this is not a database, just text that is long enough" * 100)
-    with pytest.raises(WorkspaceBroken, match="damaged .* restore .* --fresh") as caught:
+    with pytest.raises(WorkspaceBroken, match=r"damaged .* restore .* --fresh") as caught:
         SqliteStore.open(path)
     assert caught.value.exit_code == 4
 

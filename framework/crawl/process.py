@@ -140,14 +140,14 @@ def preflight(jobdir: Path, *, fresh: bool) -> None:
     one line saying what to do). A ``fresh`` run starts over instead: its rows go anyway,
     and a damaged state file is set aside (renamed, never deleted) for a new one."""
     state = jobdir / STATE_FILE
-    if not state.is_file():
-        return
-    if state.stat().st_size == 0:
-        # SQLite would quietly make a new database of an emptied file: only a
-        # workspace that never sent a request may start from one.
-        if not fresh and (jobdir / URLS_FILE).is_file() and (jobdir / URLS_FILE).stat().st_size:
+    urls = jobdir / URLS_FILE
+    if not state.is_file() or state.stat().st_size == 0:
+        # SQLite would quietly make a new database in place of a deleted or emptied
+        # file: only a workspace that never sent a request may start from none.
+        if not fresh and urls.is_file() and urls.stat().st_size:
+            what = "empty" if state.is_file() else "missing"
             raise WorkspaceBroken(
-                f"{state}: the state file is empty but urls.jsonl names requests made: "
+                f"{state}: the state file is {what} but urls.jsonl names requests made: "
                 "restore the workspace folder from a backup, or start over with `crawl --fresh`"
             )
         return
