@@ -191,3 +191,23 @@ def test_serve_reads_the_secrets_from_the_environment_and_never_prints_them(
         out, err = proc.communicate(timeout=30)
     for secret in (OLD, NEW):
         assert secret not in first + out + err
+
+
+def test_used_signatures_are_forgotten_once_outside_the_window(
+    signed_server: IngestServer,
+) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from framework_ingest import retention
+
+    s = signed_server
+    now = int(time.time())
+    old, young = _body("1"), _body("2")
+    assert _post(s, old, signed_headers(OLD, old, now - 250)).status_code == 201
+    assert _post(s, young, signed_headers(OLD, young, now)).status_code == 201
+    backend = s.store.backend
+    assert retention.purge_signatures(backend) == 0  # both still inside their window
+    later = datetime.fromtimestamp(now, UTC) + timedelta(seconds=100)  # old's t + 350 s
+    assert retention.purge_signatures(backend, now=later) == 1
+    with backend.transaction(write=False) as tx:
+        assert int(tx.execute("SELECT COUNT(*) FROM used_signatures")[0][0]) == 1

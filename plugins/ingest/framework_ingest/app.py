@@ -400,11 +400,27 @@ def create_app(
             if any(counts.values()):
                 log.info("retention purge: %s", counts)
 
+    async def forget_signatures(every: float) -> None:
+        # Without this, a signing server that never runs retention would keep one row per
+        # write forever; expired signatures are refused by their time anyway.
+        while True:
+            await asyncio.sleep(every)
+            try:
+                await run_in_threadpool(
+                    retention.purge_signatures, store_backend, batch=purge_batch
+                )
+            except Exception:  # retried next round
+                log.exception("forgetting expired signatures failed")
+
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        task = asyncio.create_task(purge_periodically(purge_every)) if purge_every else None
+        tasks = []
+        if purge_every:
+            tasks.append(asyncio.create_task(purge_periodically(purge_every)))
+        elif any(signing_secrets):
+            tasks.append(asyncio.create_task(forget_signatures(max(signature_skew, 60.0))))
         yield
-        if task is not None:
+        for task in tasks:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task

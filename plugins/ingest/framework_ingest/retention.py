@@ -73,6 +73,23 @@ _SIGNATURES = (
 )
 
 
+def _drain(backend: Backend, sql: str, params: tuple[object, ...], batch: int) -> int:
+    total = 0
+    while True:
+        with backend.transaction() as tx:
+            # RETURNING 1 counts rows the same way on both databases
+            n = len(tx.execute(sql + " RETURNING 1", (*params, batch)))
+        total += n
+        if n < batch:
+            return total
+
+
+def purge_signatures(backend: Backend, *, batch: int = 1000, now: datetime | None = None) -> int:
+    """Forget signatures whose time has left the skew window (a signing server runs this
+    on its own, whether or not the rest of retention is on)."""
+    return _drain(backend, _SIGNATURES, (format_time(now or datetime.now(UTC)),), batch)
+
+
 def purge(
     backend: Backend,
     policy: RetentionPolicy,
@@ -93,15 +110,4 @@ def purge(
     if policy.done_age is not None:
         work.append(("done_items", _DONE, (stamp, _cutoff(now, policy.done_age))))
     work.append(("signatures", _SIGNATURES, (stamp,)))
-    counts: dict[str, int] = {}
-    for name, sql, params in work:
-        total = 0
-        while True:
-            with backend.transaction() as tx:
-                # RETURNING 1 counts rows the same way on both databases
-                n = len(tx.execute(sql + " RETURNING 1", (*params, batch)))
-            total += n
-            if n < batch:
-                break
-        counts[name] = total
-    return counts
+    return {name: _drain(backend, sql, params, batch) for name, sql, params in work}
