@@ -13,6 +13,7 @@ from __future__ import annotations
 import itertools
 import json
 import socket
+import subprocess
 import time
 from collections.abc import Callable
 from datetime import datetime
@@ -28,7 +29,7 @@ from zope.interface import implementer
 from framework.demo.faults import Fault
 from framework.workspace import RowStatus, Workspace
 from framework.workspace.deferrals import NOT_BEFORE_META
-from tests.fixtures.crawl import events, url_log
+from tests.fixtures.crawl import CLI, events, url_log
 
 EXIT_OK = 0
 EXIT_CHECKPOINT = 3
@@ -163,6 +164,52 @@ def test_a_host_that_comes_back_is_crawled_to_the_end(make_site, good_spec, tmp_
     status = _status(crawl_cli, ws)
     assert status["done"] is True
     assert status["items"]["complete"] == 3
+
+
+def test_a_host_that_goes_down_mid_crawl_loses_no_row(make_site, good_spec, tmp_path, crawl_cli):
+    """Concurrent requests fail together when the site goes away mid-crawl: every one of
+    them (those after the stop too) gives its attempt back, and once the site is back
+    the crawl ends with every record, as if nothing had happened."""
+    site = make_site(delay=0.05, edge_cases=False)
+    port = int(site.url.rsplit(":", 1)[1].strip("/"))
+    expected = {rec["dedupe_key"] for rec in site.truth.expected_records()}
+    spec = good_spec("cases", site.url, tmp_path)
+    ws = tmp_path / "ws"
+    proc = subprocess.Popen(
+        [*CLI, "crawl", str(spec), "--workspace", str(ws), "-L", "WARNING",
+         "-s", f"FRAMEWORK_RETRY_BACKOFF_BASE={BACKOFF}"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while len(_lines(ws)) < 40 and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert proc.poll() is None, "the crawl ended before the site went down"
+        site.stop()
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == EXIT_CHECKPOINT, err[-3000:]
+    assert "Traceback" not in err
+    assert events(ws)[-1]["reason"] == "host_down"
+    status = _status(crawl_cli, ws)
+    assert status["queue"]["exhausted"] == 0
+    assert status["queue"]["to_fetch"] > 0
+
+    make_site(port=port, edge_cases=False)  # back, with the same data (same seed)
+    r = _crawl(crawl_cli, spec, ws)
+    assert r.returncode == EXIT_OK, r.stderr[-3000:]
+    with Workspace.open(ws, create=False, readonly=True) as w:
+        assert {i.dedupe_key for i in w.store.iter_items(complete_only=True)} == expected
+
+
+def _lines(ws: Path) -> list[str]:
+    try:
+        return (ws / "urls.jsonl").read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        return []
 
 
 def _stored_deadlines(ws: Path) -> dict[str, float]:
