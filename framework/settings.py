@@ -50,7 +50,11 @@ def default_settings(job: str) -> dict[str, Any]:
         "SCHEDULER": "framework.crawl.scheduler.MemoryScheduler",
         "DUPEFILTER_CLASS": "scrapy.dupefilters.BaseDupeFilter",
         # Scrapy writes spider.state into JOBDIR on close; the workspace replaces it.
-        "EXTENSIONS": {"scrapy.extensions.spiderstate.SpiderState": None},
+        # SIGINT/SIGTERM: a bounded stop that leaves in-flight rows pending (stopping.py)
+        "EXTENSIONS": {
+            "scrapy.extensions.spiderstate.SpiderState": None,
+            "framework.crawl.stopping.SignalStop": 0,
+        },
         # Retries are row attempts (typed, counted, resumable), not Scrapy's in-memory
         # retries; every status reaches the spider so it becomes a typed row outcome.
         "RETRY_ENABLED": False,

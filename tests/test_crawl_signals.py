@@ -10,8 +10,10 @@ first signal and, on the second, stops without ever writing ``run_finished``.
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -109,6 +111,25 @@ def _start(spec: Path, ws: Path, grace: float) -> subprocess.Popen[str]:
     )
 
 
+def _start_scrapy(root: Path, ws: Path, grace: float) -> subprocess.Popen[str]:
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(Path(__file__).resolve().parents[1]),
+        "FRAMEWORK_HOME": str(root),
+        "SCRAPY_SETTINGS_MODULE": "framework.scrapy_settings",
+    }
+    scrapy = [sys.executable, "-c", "from scrapy.cmdline import execute; execute()"]
+    settings = ["-s", f"JOBDIR={ws}", "-s", f"FRAMEWORK_STOP_GRACE={grace}", "-L", "WARNING"]
+    return subprocess.Popen(
+        [*scrapy, "crawl", "drip", *settings],
+        cwd=root,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
 def _row_status(ws: Path) -> list[RowStatus]:
     with Workspace.open(ws, create=False, readonly=True) as w:
         return [row.status for row in w.store.iter_rows()]
@@ -172,3 +193,25 @@ def test_a_second_signal_stops_at_once_and_still_records_the_run(
     # the next run fetches the row again: nothing was lost
     with Workspace.open(ws, create=False, readonly=True) as w:
         assert [r.url for r in w.store.resumable(3)] == [f"{drip.url}/slow"]
+
+
+@pytest.mark.parametrize("signals", [1, 2])
+def test_scrapy_crawl_stops_the_same_way(drip: DripServer, tmp_path: Path, signals: int) -> None:
+    _spec(tmp_path, drip.url)
+    ws = tmp_path / "ws"
+    proc = _start_scrapy(tmp_path, ws, grace=1 if signals == 1 else 3600)
+    try:
+        _run_until_dripping(drip, proc)
+        for _ in range(signals):
+            proc.send_signal(signal.SIGINT)
+            time.sleep(0.5)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert "Traceback" not in err
+    assert _row_status(ws) == [RowStatus.PENDING]
+    last = events(ws)[-1]
+    reason = "shutdown" if signals == 1 else "aborted"
+    assert (last["event"], last["reason"], last["exit_code"]) == ("run_finished", reason, 3)

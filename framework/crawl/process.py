@@ -102,18 +102,8 @@ def run_crawl(
         failures.append(failure.value or RuntimeError("unknown start failure"))
 
     process.crawl(crawler).addErrback(keep)
-    # only now: crawl() installs the reactor the settings ask for
-    from twisted.internet import reactor
-
-    stop = SignalStop.from_crawler(crawler)
-    reactor.addSystemEventTrigger("after", "startup", stop.install)  # type: ignore[arg-type]
-    process.start(install_signal_handlers=False)
-    if stop.forced is not None:
-        # A forced stop skipped the reactor's shutdown, which also stops its thread
-        # pool: its idle threads would keep the process from exiting.
-        pool = getattr(reactor, "threadpool", None)
-        if pool is not None:
-            pool.stop()
+    process.start()
+    stop = SignalStop.of(crawler)
     if failures:
         # A failure to start (workspace locked, unreadable...) is ours to report as-is.
         if isinstance(failures[0], FrameworkError):
@@ -121,7 +111,7 @@ def run_crawl(
         raise FrameworkError(f"the crawl could not start: {failures[0]!r}") from failures[0]
     reason = (
         spidercls.close_reason
-        or stop.forced
+        or (stop.forced if stop is not None else None)
         or crawler.stats.get_value("finish_reason")
         or "unknown"
     )

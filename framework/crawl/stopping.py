@@ -24,9 +24,11 @@ from __future__ import annotations
 
 import functools
 import logging
+import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
+from scrapy import signals
 from scrapy.utils.asyncio import call_later
 from scrapy.utils.ossignal import install_shutdown_handlers, signal_names
 
@@ -42,6 +44,7 @@ GRACE_S = 5.0  # default of FRAMEWORK_STOP_GRACE: what requests in flight get at
 REASON_SHUTDOWN = "shutdown"
 
 F = TypeVar("F", bound=Callable[..., Any])
+_BY_CRAWLER: weakref.WeakKeyDictionary[Crawler, SignalStop] = weakref.WeakKeyDictionary()
 
 
 def stops_on_workspace_fault(method: F) -> F:
@@ -67,8 +70,10 @@ def stops_on_workspace_fault(method: F) -> F:
 
 
 class SignalStop:
-    """SIGINT/SIGTERM handling for one crawler run by a ``CrawlerProcess`` started with
-    ``install_signal_handlers=False``; :meth:`install` once the reactor runs."""
+    """SIGINT/SIGTERM handling for one crawler: a Scrapy extension (enabled in every
+    job's settings), so ``framework crawl`` and ``scrapy crawl`` stop alike. Its handlers
+    replace Scrapy's once the engine has started (Scrapy installs its own when the
+    reactor starts, which is earlier)."""
 
     def __init__(self, crawler: Crawler, grace: float = GRACE_S) -> None:
         self.crawler = crawler
@@ -79,7 +84,20 @@ class SignalStop:
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> SignalStop:
-        return cls(crawler, crawler.settings.getfloat("FRAMEWORK_STOP_GRACE", GRACE_S))
+        stop = cls(crawler, crawler.settings.getfloat("FRAMEWORK_STOP_GRACE", GRACE_S))
+        crawler.signals.connect(stop._engine_started, signal=signals.engine_started)
+        _BY_CRAWLER[crawler] = stop
+        return stop
+
+    @classmethod
+    def of(cls, crawler: Crawler) -> SignalStop | None:
+        """The extension of ``crawler``, if it was enabled."""
+        return _BY_CRAWLER.get(crawler)
+
+    def _engine_started(self) -> None:
+        # on the next turn of the loop, surely after the reactor's startup triggers
+        # (where Scrapy installs its handlers)
+        call_later(0, self.install)
 
     def install(self) -> None:
         install_shutdown_handlers(self._on_signal)
@@ -121,6 +139,11 @@ class SignalStop:
         if runtime is not None and type(spider).close_reason is None:
             # the spider did not close yet (it would have recorded the run): do it now
             type(spider).close_reason = runtime.close(reason)
+        # The reactor's shutdown would stop its thread pool; crash() skips it, and an
+        # idle pool thread would keep the process from exiting.
+        pool = getattr(reactor, "threadpool", None)
+        if pool is not None:
+            pool.stop()
         # crash, not stop: stop() runs Scrapy's shutdown, which waits for downloads
         reactor.crash()  # type: ignore[misc]
 
