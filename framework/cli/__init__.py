@@ -24,6 +24,7 @@ CORE_COMMANDS = {
     "demo": "framework.cli.demo:demo",
     "export": "framework.cli.export:export",
     "preview": "framework.cli.preview:preview",
+    "schema": "framework.cli.schema:schema",
 }
 
 

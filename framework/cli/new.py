@@ -38,7 +38,7 @@ def available_templates(root: Path) -> dict[str, Path]:
 def _first_line(path: Path) -> str:
     for line in path.read_text(encoding="utf-8").splitlines():
         text = line.lstrip("# ").strip()
-        if text:
+        if text and not text.startswith("yaml-language-server:"):
             return text
     return ""
 
@@ -69,6 +69,7 @@ def new(
     """Write projects/NAME/job.yaml from a template (never overwrites)."""
     from framework.spec import load_spec
     from framework.spec.models import JOB_NAME_RE
+    from framework.spec.schema import with_schema_line
 
     root = find_root()
     templates = available_templates(root)
@@ -91,6 +92,7 @@ def new(
     text = _PLACEHOLDER.sub(
         lambda m: values[m.group(1)], templates[template].read_text(encoding="utf-8")
     )
+    text = with_schema_line(text, target)  # the editor's schema, from where the job is
     created = not target.parent.exists()
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(".job.yaml.new")

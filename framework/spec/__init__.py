@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from framework.errors import SpecError, SpecProblem
 from framework.spec.keys import make_dedupe_key, normalise_source_id
-from framework.spec.load import Document, load_document
+from framework.spec.load import Document, parse_document, read_document
 from framework.spec.models import FieldSpec, JobSpec, KeySpec, PageKind, SubtabSpec
 from framework.spec.template import MissingValue, Template, TemplateError
-from framework.spec.validate import validate
+from framework.spec.validate import check_raw, validate
 
 __all__ = [
     "Document",
@@ -35,8 +36,20 @@ __all__ = [
 def load_spec_document(path: str | Path) -> tuple[JobSpec, Document]:
     """Load and validate; also return the document (data and marks) for callers that
     report their own located problems."""
-    spec, doc = load_document(path)
+    doc = read_document(path)
+    try:
+        spec = parse_document(doc)
+    except SpecError as exc:
+        # every problem in one run: the expressions too, not only once the shape is right
+        raise SpecError(_merged(exc.problems, check_raw(doc))) from None
     return validate(spec, doc), doc
+
+
+def _merged(shape: list[SpecProblem], raw: list[SpecProblem]) -> list[SpecProblem]:
+    """Both lists by position; where the shape already has a problem, it is the one said."""
+    taken = {(p.file, p.line, p.col) for p in shape}
+    extra = [p for p in raw if (p.file, p.line, p.col) not in taken]
+    return sorted([*shape, *dict.fromkeys(extra)], key=lambda p: (p.line, p.col))
 
 
 def load_spec(path: str | Path) -> JobSpec:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, cast
 from urllib.parse import parse_qsl, urlsplit
 
 from cssselect import SelectorError
@@ -41,6 +41,7 @@ __all__ = [
     "RESERVED_FIELDS",
     "SPEC_SETTINGS",
     "check",
+    "check_raw",
     "spec_settings",
     "validate",
 ]
@@ -757,6 +758,79 @@ def _reach(start: str, edges: dict[str, set[str]]) -> set[str]:
                 seen.add(nxt)
                 todo.append(nxt)
     return seen
+
+
+def check_raw(doc: Document) -> list[SpecProblem]:
+    """The selectors, regexes and JSON paths of a spec whose shape the models refused.
+
+    Without a model there is no meaning to check across keys, but each expression is
+    where the models would have put it (page kinds under ``pages:``, ``list:`` and
+    ``detail:``; their ``each``, fields, follow rules, pagination and sub-tabs), so a
+    bad selector is reported in the same run as the structural errors, not after they
+    are fixed. Only the raw data is read: a value of the wrong shape is the models'
+    problem, said once, not again here."""
+    checker = _Checker(cast(JobSpec, None), doc)  # the raw checks never read the model
+    data = doc.data if isinstance(doc.data, dict) else {}
+    kinds: list[tuple[Path_, Any]] = [((k,), data.get(k)) for k in ("list", "detail")]
+    pages = data.get("pages")
+    if isinstance(pages, dict):
+        kinds += [(("pages", name), raw) for name, raw in pages.items()]
+    for path, raw in kinds:
+        if isinstance(raw, dict):
+            _raw_page(checker, path, raw)
+    return checker.problems
+
+
+def _raw_page(checker: _Checker, path: Path_, raw: dict[str, Any]) -> None:
+    json_page = raw.get("format") == "json"
+
+    def expression(p: Path_, expr: Any) -> None:
+        if not isinstance(expr, str):
+            return  # not text: the models say so
+        if json_page:
+            checker.jsonpath(p, expr)
+        else:
+            checker.selector(p, expr, kind="any")
+
+    expression((*path, "each"), raw.get("each"))
+    if "id" in raw:
+        checker.field((*path, "id"), raw["id"], json_page=json_page)
+    fields = raw.get("fields")
+    if isinstance(fields, dict):
+        for name, fraw in fields.items():
+            checker.field((*path, "fields", name), fraw, json_page=json_page)
+    follow = raw.get("follow")
+    rules = list(enumerate(follow)) if isinstance(follow, list) else [(None, follow)]
+    for i, rule in rules:
+        rpath: Path_ = (*path, "follow") if i is None else (*path, "follow", i)
+        if isinstance(rule, str):
+            checker.selector(rpath, rule, kind="any")
+        elif isinstance(rule, dict):
+            for key, kind in (("css", "css"), ("xpath", "xpath")):
+                if isinstance(rule.get(key), str):
+                    checker.selector((*rpath, key), rule[key], kind=kind)
+            if isinstance(rule.get("pattern"), str):
+                checker.regex((*rpath, "pattern"), rule["pattern"])
+    expression((*path, "next"), raw.get("next"))
+    pagination = raw.get("pagination")
+    if isinstance(pagination, dict):
+        expression((*path, "pagination", "next"), pagination.get("next"))
+    subtabs = raw.get("subtabs")
+    for tname, tab in subtabs.items() if isinstance(subtabs, dict) else ():
+        if not isinstance(tab, dict):
+            continue
+        tpath: Path_ = (*path, "subtabs", tname)
+        tab_json = tab.get("format") == "json"
+        each = tab.get("each")
+        if isinstance(each, str):
+            if tab_json:
+                checker.jsonpath((*tpath, "each"), each)
+            else:
+                checker.selector((*tpath, "each"), each, kind="any")
+        tab_fields = tab.get("fields")
+        if isinstance(tab_fields, dict):
+            for fname, fraw in tab_fields.items():
+                checker.field((*tpath, "fields", fname), fraw, json_page=tab_json)
 
 
 def check(spec: JobSpec, doc: Document) -> list[SpecProblem]:
