@@ -21,7 +21,7 @@ from typing import Any
 
 from framework_ingest import events
 from framework_ingest.db import Backend, format_time, utcnow
-from framework_ingest.store import ITEM_COLUMNS, item_dict
+from framework_ingest.store import ITEM_COLUMNS, item_dict, retrying
 
 # What done/failed answer per key.
 FINISHED = ("done", "failed")  # the change was made
@@ -86,11 +86,19 @@ def _qualified(table: str) -> str:
 def _finish(
     backend: Backend, claim_id: str, keys: Iterable[str], status: str, reason: str | None
 ) -> dict[str, str]:
+    asked = list(dict.fromkeys(keys))
+    return retrying(lambda: _finish_once(backend, claim_id, asked, status, reason))
+
+
+def _finish_once(
+    backend: Backend, claim_id: str, asked: list[str], status: str, reason: str | None
+) -> dict[str, str]:
     outcome: dict[str, str] = {}
     changed: list[events.Event] = []
     now = utcnow()
     with backend.transaction() as tx:
-        for key in keys:
+        # rows are locked in key order, as batches do, so two finishes cannot deadlock
+        for key in sorted(asked):
             rows = tx.execute(
                 "UPDATE items SET status = ?, finished_at = ?, last_error = ? "
                 "WHERE dedupe_key = ? AND status = 'running' AND claim_id = ? "
@@ -109,7 +117,7 @@ def _finish(
             else:
                 outcome[key] = SKIPPED
         events.append(tx, changed, now)
-    return outcome
+    return {key: outcome[key] for key in asked}
 
 
 def done(backend: Backend, claim_id: str, keys: Iterable[str]) -> dict[str, str]:
@@ -127,6 +135,10 @@ def reap(backend: Backend, older_than: float, *, now: datetime | None = None) ->
     """Return items ``running`` for more than ``older_than`` seconds to ``queued``; their
     leases end (a late ``done`` from the old holder is ``stale``)."""
     cutoff = format_time((now or datetime.now(UTC)) - timedelta(seconds=older_than))
+    return retrying(lambda: _reap_once(backend, cutoff))
+
+
+def _reap_once(backend: Backend, cutoff: str) -> list[str]:
     stamp = utcnow()
     with backend.transaction() as tx:
         rows = tx.execute(

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from framework_ingest.db import Backend, format_time
+from framework_ingest.store import retrying
 
 DAY = 86400.0
 
@@ -74,11 +75,14 @@ _SIGNATURES = (
 
 
 def _drain(backend: Backend, sql: str, params: tuple[object, ...], batch: int) -> int:
-    total = 0
-    while True:
+    def once() -> int:
         with backend.transaction() as tx:
             # RETURNING 1 counts rows the same way on both databases
-            n = len(tx.execute(sql + " RETURNING 1", (*params, batch)))
+            return len(tx.execute(sql + " RETURNING 1", (*params, batch)))
+
+    total = 0
+    while True:
+        n = retrying(once)  # a deadlock with a concurrent write: run that batch again
         total += n
         if n < batch:
             return total

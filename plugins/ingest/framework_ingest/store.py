@@ -112,7 +112,7 @@ class IngestStore:
     def put(self, p: Prepared) -> Outcome:
         """Store one item (the single-item route)."""
         if p.idempotency_key is None:
-            return _retrying(lambda: self._put_plain(p))
+            return retrying(lambda: self._put_plain(p))
         return self._put_keyed(p)
 
     def _put_plain(self, p: Prepared) -> Outcome:
@@ -141,7 +141,7 @@ class IngestStore:
             return outcome
 
         try:
-            outcome = _retrying(write)
+            outcome = retrying(write)
         except BaseException:
             self._release_key(p.idempotency_key)
             raise
@@ -151,7 +151,7 @@ class IngestStore:
         """Store a batch's valid entries in one transaction; invalid ones answer their problem.
 
         Returns one result per entry, in order."""
-        return _retrying(lambda: self._put_batch(entries))
+        return retrying(lambda: self._put_batch(entries))
 
     def _put_batch(self, entries: Sequence[Prepared | ItemInvalid]) -> list[dict[str, Any]]:
         results: list[dict[str, Any] | None] = [None] * len(entries)
@@ -282,7 +282,7 @@ class IngestStore:
                     fresh = fresh and bool(rows)
                 return fresh
 
-        return _retrying(record)
+        return retrying(record)
 
     # -- reads --------------------------------------------------------------------------
 
@@ -339,8 +339,9 @@ class IngestStore:
             tx.execute("SELECT 1")
 
 
-def _retrying(work: Callable[[], T], attempts: int = 5) -> T:
-    """Run a transaction again when the database aborted it to resolve a conflict."""
+def retrying(work: Callable[[], T], attempts: int = 5) -> T:
+    """Run a transaction again when the database aborted it to resolve a conflict
+    (the handoff uses it too)."""
     for attempt in range(1, attempts + 1):
         try:
             return work()
