@@ -54,6 +54,8 @@ def default_settings(job: str) -> dict[str, Any]:
         "EXTENSIONS": {
             "scrapy.extensions.spiderstate.SpiderState": None,
             "framework.crawl.stopping.SignalStop": 0,
+            # off unless FRAMEWORK_PROGRESS is set (framework crawl does): output.py
+            "framework.crawl.output.Progress": 0,
         },
         # Retries are row attempts (typed, counted, resumable), not Scrapy's in-memory
         # retries; every status reaches the spider so it becomes a typed row outcome.

@@ -33,6 +33,8 @@ def _setting(values: tuple[str, ...]) -> dict[str, str]:
 @click.option(
     "-O", "--overwrite-output", "overwrite", multiple=True, metavar="FILE", help="-o, replacing"
 )
+@click.option("-q", "--quiet", is_flag=True, help="warnings and errors only, no progress line")
+@click.option("-v", "--verbose", is_flag=True, help="Scrapy's whole log, with its stats at the end")
 @click.option(
     "-L",
     "--loglevel",
@@ -48,6 +50,8 @@ def crawl(
     settings: tuple[str, ...],
     output: tuple[str, ...],
     overwrite: tuple[str, ...],
+    quiet: bool,
+    verbose: bool,
     loglevel: str | None,
 ) -> int:
     """Crawl JOB (a job name or a path to its job.yaml), resuming its workspace.
@@ -56,6 +60,7 @@ def crawl(
     interrupted: run again later), 4 when a breaker halted it or rows ended in error
     (a human must look), 2 on usage or spec errors.
     """
+    from framework.crawl.output import output_settings, summary
     from framework.crawl.process import log_level, run_crawl, verdict
     from framework.export import feed_settings
 
@@ -73,15 +78,13 @@ def crawl(
         overrides["FRAMEWORK_MAX_REQUESTS"] = max_requests
     if stop_on_429:
         overrides["FRAMEWORK_STOP_ON_429"] = True
-    if loglevel:
-        overrides["LOG_LEVEL"] = loglevel.upper()
+    if quiet and verbose:
+        raise UsageError("use either -q (quiet) or -v (verbose), not both")
+    # progress line, Scrapy's start-up boilerplate hidden unless -v (before the process)
+    overrides.update(output_settings(quiet=quiet, verbose=verbose, loglevel=loglevel))
     if feeds:
         overrides["FEEDS"] = feeds
     result = run_crawl(spec_path, root, overrides=overrides, fresh=fresh)
-    click.echo(
-        f"{result.job}: {result.reason}; rows {result.rows}; items {result.items}; "
-        f"workspace {result.workspace}",
-        err=True,
-    )
+    click.echo(summary(result), err=True)
     verdict(result)
     return 0
