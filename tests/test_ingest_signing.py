@@ -84,7 +84,7 @@ def test_tampered_body_or_wrong_secret_is_refused(signed_server: IngestServer) -
     _nothing_written(s)
 
 
-@pytest.mark.parametrize("offset", [-301, 301, -100_000])
+@pytest.mark.parametrize("offset", [-400, 400, -100_000])  # far from the 300 s edge
 def test_a_signature_outside_the_skew_is_refused(signed_server: IngestServer, offset: int) -> None:
     s = signed_server
     body = _body()
@@ -98,13 +98,14 @@ def test_a_replay_is_refused_by_every_server_process(
 ) -> None:
     s = signed_server
     body = _body()
-    headers = signed_headers(OLD, body)
+    t0 = int(time.time())
+    headers = signed_headers(OLD, body, t0)
     assert _post(s, body, headers).status_code == 201
     _refused(_post(s, body, headers), "signature-replayed")
     other = make_ingest_server(db_url=s.db_url, signing_secrets=(OLD, NEW))  # same database
     _refused(_post(other, body, headers), "signature-replayed")
     # the same body signed anew (another t) is a fresh request: a duplicate, not a refusal
-    again = signed_headers(OLD, body, int(time.time()) - 5)
+    again = signed_headers(OLD, body, t0 - 5)
     r = _post(other, body, again)
     assert (r.status_code, r.json()["status"]) == (200, "duplicate")
     assert [e["type"] for e in s.events()] == ["accepted"]
