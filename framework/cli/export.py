@@ -29,7 +29,7 @@ from framework.project import check_job_name, find_root, workspace_path
 )
 @click.option("--workspace", default=None, help="workspace folder (default var/<job>)")
 @click.option("--only-complete", is_flag=True, help="only items whose sub-tabs all arrived")
-@click.option("--since", metavar="ISO", help="only items scraped (or changed) since this time")
+@click.option("--since", metavar="ISO", help="only items stored or changed since this time")
 def export(
     job: str,
     output: str,
