@@ -1,6 +1,6 @@
 """Shipping benchmarks, each against its plain alternative in the same run.
 
-    .venv/bin/python bench/bench_ship.py                 # all four (several minutes)
+    .venv/bin/python bench/bench_ship.py                 # all five (several minutes)
     .venv/bin/python bench/bench_ship.py --quick         # smaller sizes, a smoke run
     .venv/bin/python bench/bench_ship.py --only memory --memory-items 1000000
 
@@ -19,6 +19,8 @@
    ``ru_maxrss``) over 1,000,000 stored items, to the no-op endpoint
    (bench/ship_noop_endpoint.py: the reference server's SQLite would only make it
    slower, not bigger), first run and re-run (all skipped). Target < 200 MB.
+5. overhead: client CPU time per item one by one with requests' transport stubbed
+   in-process (no server): the shipper's own work next to the plain loops'.
 
 Measurements 2-3 ship to a freshly started server (an empty database) each. Figures
 are wall clock on whatever machine runs it; the machine is shared, so pairs are
@@ -223,6 +225,57 @@ def bench_one_by_one(tmp: Path, n: int, rounds: int) -> dict[str, float]:
     return {"plain": rate["plain"], "ship_single": rate["ship"], "ratio_median": ratio}
 
 
+@contextlib.contextmanager
+def stub_transport() -> Iterator[None]:
+    """requests answers every POST in-process with the contract's 201, no socket: what
+    remains is the client's own CPU work per item."""
+    from requests.adapters import HTTPAdapter
+    from requests.models import Response
+
+    def send(self: HTTPAdapter, request: Any, **kwargs: Any) -> Response:
+        sent = json.loads(request.body)
+        response = Response()
+        response.status_code = 201
+        response._content = json.dumps(
+            {"status": "accepted", "dedupe_key": sent["dedupe_key"], "version": 1}
+        ).encode()
+        response.headers["Content-Type"] = "application/json"
+        response.url, response.request = request.url, request
+        return response
+
+    original = HTTPAdapter.send
+    HTTPAdapter.send = send  # type: ignore[assignment,method-assign]
+    try:
+        yield
+    finally:
+        HTTPAdapter.send = original  # type: ignore[method-assign]
+
+
+def bench_overhead(tmp: Path, n: int, rounds: int) -> dict[str, float]:
+    """Client CPU time per item with the transport stubbed out (no server, no network):
+    the shipper's own work one by one next to the plain loops'. CPU time, not wall
+    clock, and no server: the figure the shared machine's load disturbs least."""
+    cpu: dict[str, list[float]] = {"plain": [], "ship": [], "plain-noenv": []}
+    url = "http://127.0.0.1:9"
+    with stub_transport():
+        for r in range(rounds):
+            ws = build_workspace(tmp / f"ws-over-ship-{r}", n, source_type=f"oship{r}")
+            with Workspace.open(ws, readonly=True) as w:
+                bodies = [item_body(i) for i in w.store.iter_items()]
+            for kind in ("plain", "ship", "plain-noenv"):
+                started = time.process_time()
+                if kind == "ship":
+                    ship_seconds(ws, url, batch_size=1)
+                else:
+                    plain_post(bodies, url, kind == "plain")
+                cpu[kind].append((time.process_time() - started) / n * 1e6)
+    med = {k: statistics.median(v) for k, v in cpu.items()}
+    print(f"5. client CPU per item one by one, transport stubbed, {n} items, median of "
+          f"{rounds} rounds: plain loop {med['plain']:.0f} us, framework ship "
+          f"{med['ship']:.0f} us, plain loop with trust_env off {med['plain-noenv']:.0f} us")  # fmt: skip
+    return med
+
+
 def ship_rate(ws_path: Path, url: str, **options: Any) -> float:
     """items/s of one full Shipper run (fresh ship log) against ``url``."""
     for name in ("ship-log.jsonl", "ship-index.sqlite"):
@@ -344,7 +397,9 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--only", choices=["single", "batch", "latency", "memory"], action="append")
+    parser.add_argument(
+        "--only", choices=["single", "batch", "latency", "memory", "overhead"], action="append"
+    )
     parser.add_argument("--memory-items", type=int, default=None)
     parser.add_argument("--repeat", type=int, default=None)
     parser.add_argument("--single-items", type=int, default=None)
@@ -356,7 +411,7 @@ def main() -> None:
     n_latency = 200 if quick else 800
     n_memory = args.memory_items or (50_000 if quick else 1_000_000)
     repeat = args.repeat or (1 if quick else 2)
-    only = set(args.only or ["single", "batch", "latency", "memory"])
+    only = set(args.only or ["single", "batch", "latency", "memory", "overhead"])
     print(f"$ {Path(sys.executable).name} bench/bench_ship.py {' '.join(sys.argv[1:])}")
     with tempfile.TemporaryDirectory(prefix="bench-ship-") as raw:
         tmp = Path(raw)
@@ -369,6 +424,8 @@ def main() -> None:
             bench_latency(tmp, n_latency, 0.02)
         if "memory" in only:
             bench_memory(tmp, n_memory)
+        if "overhead" in only:
+            bench_overhead(tmp, 1000 if quick else 5000, 3)
 
 
 if __name__ == "__main__":

@@ -73,9 +73,18 @@ class Attempt:
 
 
 def utc_now() -> str:
-    """``2026-11-29T23:40:00.123Z`` (cheap: it stamps every attempt)."""
+    """``2026-11-29T23:40:00.123Z`` (cheap: it stamps every attempt, so the formatted
+    second is kept and only the milliseconds are formatted anew)."""
+    global _SECOND
     now = time.time()
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{int(now * 1000) % 1000:03d}Z"
+    second = int(now)
+    cached = _SECOND  # one tuple: threads always see a matching pair
+    if cached[0] != second:
+        cached = _SECOND = (second, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second)))
+    return f"{cached[1]}.{int(now * 1000) % 1000:03d}Z"
+
+
+_SECOND: tuple[int, str] = (-1, "")  # (unix second, its formatted text)
 
 
 class ShipLog:
