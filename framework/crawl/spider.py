@@ -358,8 +358,10 @@ def _merge(settings: dict[str, Any], extra: dict[str, Any]) -> None:
     the renderer's http handlers keep the defaults' refusal of file:, data:, ftp: ..."""
     for key, value in extra.items():
         base = settings.get(key)
-        both = isinstance(base, dict) and isinstance(value, dict)
-        settings[key] = {**base, **value} if both else value
+        if isinstance(base, dict) and isinstance(value, dict):
+            settings[key] = {**base, **value}
+        else:
+            settings[key] = value
 
 
 def _host(url: str) -> str:
