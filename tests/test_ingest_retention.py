@@ -162,3 +162,50 @@ def test_the_server_purges_periodically(make_ingest_server: Callable[..., Ingest
     assert [e["type"] for e in s.events()] == ["accepted", "updated", "updated"]  # kept
     r = requests.post(f"{s.url}/v1/items", json=make_item("1", {"v": 3}), timeout=10)
     assert r.json()["status"] == "duplicate"
+
+
+def test_events_above_a_consumer_cursor_are_kept(any_ingest_server: IngestServer) -> None:
+    s = any_ingest_server
+    for i in range(5):
+        requests.post(f"{s.url}/v1/items", json=make_item(str(i)), timeout=10)
+    cursor = f"{s.url}/v1/events/consumers"
+    r = requests.put(f"{cursor}/billing", json={"last_seq": 2}, timeout=10)
+    assert (r.status_code, r.json()["last_seq"]) == (200, 2)
+    requests.put(f"{cursor}/search", json={"last_seq": 4}, timeout=10)
+    # old enough, but billing has not processed 3-5: only 1-2 count as delivered
+    assert purge_cli(s.db_url, "--event-age", "0")["events"] == 2
+    assert [e["seq"] for e in s.events()] == [3, 4, 5]
+    requests.put(f"{cursor}/billing", json={"last_seq": 5}, timeout=10)
+    assert purge_cli(s.db_url, "--event-age", "0")["events"] == 2  # up to search's 4
+    assert requests.delete(f"{cursor}/search", timeout=10).status_code == 204
+    assert purge_cli(s.db_url, "--event-age", "0")["events"] == 1
+    assert requests.get(cursor, timeout=10).json()["consumers"][0]["name"] == "billing"
+    # a cursor does not override the age: young events stay whatever the cursors say
+    requests.post(f"{s.url}/v1/items", json=make_item("9"), timeout=10)
+    requests.put(f"{cursor}/billing", json={"last_seq": 6}, timeout=10)
+    assert purge_cli(s.db_url, "--event-age", "1h")["events"] == 0
+
+
+def test_cursor_requests_are_checked(any_ingest_server: IngestServer) -> None:
+    s = any_ingest_server
+    requests.post(f"{s.url}/v1/items", json=make_item("1"), timeout=10)
+    base = f"{s.url}/v1/events/consumers"
+    for name, body, status in (
+        ("ok", {"last_seq": 2}, 422),  # beyond the last event (1)
+        ("ok", {"last_seq": -1}, 422),
+        ("ok", {"last_seq": "1"}, 422),
+        ("ok", {"last_seq": 1, "extra": 1}, 422),
+        ("bad%20name", {"last_seq": 1}, 422),
+        ("nul%00", {"last_seq": 1}, 422),
+    ):
+        r = requests.put(f"{base}/{name}", json=body, timeout=10)
+        assert r.status_code == status, (name, body, r.text)
+    r = requests.put(f"{base}/ok", data="last_seq=1", timeout=10,
+                     headers={"Content-Type": "application/x-www-form-urlencoded"})  # fmt: skip
+    assert r.status_code == 415
+    assert requests.delete(f"{base}/nobody", timeout=10).status_code == 404
+    assert requests.delete(f"{base}/nul%00", timeout=10).status_code == 404
+    r = requests.get(f"{base}/ok", timeout=10)
+    assert r.status_code == 405
+    assert set(r.headers["Allow"].replace(" ", "").split(",")) == {"PUT", "DELETE"}
+    assert requests.get(base, timeout=10).json() == {"consumers": []}

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
+from pydantic import ValidationError
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
@@ -35,9 +36,9 @@ from starlette.routing import Route
 
 from framework_ingest import events, retention
 from framework_ingest.auth import BearerAuth
-from framework_ingest.db import Backend, open_backend
+from framework_ingest.db import Backend, open_backend, utcnow
 from framework_ingest.errors import BackendUnavailable
-from framework_ingest.models import IDEMPOTENCY_KEY_PATTERN
+from framework_ingest.models import CONSUMER_NAME_PATTERN, IDEMPOTENCY_KEY_PATTERN, CursorIn
 from framework_ingest.openapi import build_openapi
 from framework_ingest.problems import PROBLEM_MEDIA_TYPE, ProblemError, problem
 from framework_ingest.signing import DEFAULT_SKEW, HEADER, SignatureVerifier
@@ -314,6 +315,73 @@ async def stream_events(request: Request) -> Response:
     )
 
 
+_CONSUMER_NAME = re.compile(CONSUMER_NAME_PATTERN)
+
+
+def _consumer_name(request: Request, missing: int) -> str:
+    name = str(request.path_params["name"])
+    if _CONSUMER_NAME.fullmatch(name) is None:
+        if missing == 404:  # no consumer can have this name
+            raise ProblemError(404, "not-found", "no consumer of this name")
+        raise ProblemError(
+            422,
+            "validation",
+            "consumer name: 1 to 100 of A-Z a-z 0-9 . _ -",
+            [{"field": "name", "message": "1 to 100 of A-Z a-z 0-9 . _ -"}],
+        )
+    return name
+
+
+async def put_cursor(request: Request) -> Response:
+    config = _config(request)
+    body = await _write_body(request, config)
+    name = _consumer_name(request, 422)
+    try:
+        cursor_in = CursorIn.model_validate(parse_json(body))
+    except ValidationError as exc:
+        errors = [
+            {"field": ".".join(str(p) for p in e["loc"]), "message": e["msg"]}
+            for e in exc.errors(include_url=False, include_input=False)
+        ]
+        detail = "; ".join(f"{e['field'] or 'body'}: {e['message']}" for e in errors)
+        raise ProblemError(422, "validation", detail, errors) from None
+    cursor = await run_in_threadpool(
+        events.set_cursor, config.store.backend, name, cursor_in.last_seq, utcnow()
+    )
+    if cursor is None:
+        raise ProblemError(
+            422,
+            "validation",
+            "last_seq: beyond the last event handed out",
+            [{"field": "last_seq", "message": "beyond the last event"}],
+        )
+    return JSONResponse(cursor)
+
+
+async def delete_cursor(request: Request) -> Response:
+    config = _config(request)
+    config.auth.check(request.headers.get("authorization"))
+    name = _consumer_name(request, 404)
+    if not await run_in_threadpool(events.delete_cursor, config.store.backend, name):
+        raise ProblemError(404, "not-found", "no consumer of this name")
+    return Response(status_code=204)
+
+
+async def cursor_route(request: Request) -> Response:
+    # one route for both methods, so a GET is answered 405 with the full Allow header
+    if request.method == "PUT":
+        return await put_cursor(request)
+    return await delete_cursor(request)
+
+
+async def get_cursors(request: Request) -> Response:
+    config = _config(request)
+    config.auth.check(request.headers.get("authorization"))
+    return JSONResponse(
+        {"consumers": await run_in_threadpool(events.cursors, config.store.backend)}
+    )
+
+
 async def get_stats(request: Request) -> Response:
     config = _config(request)
     config.auth.check(request.headers.get("authorization"))
@@ -434,6 +502,8 @@ def create_app(
             Route("/v1/items/{dedupe_key:path}", get_item, methods=["GET"]),
             Route("/v1/events", get_events, methods=["GET"]),
             Route("/v1/events/stream", stream_events, methods=["GET"]),
+            Route("/v1/events/consumers", get_cursors, methods=["GET"]),
+            Route("/v1/events/consumers/{name}", cursor_route, methods=["PUT", "DELETE"]),
             Route("/v1/stats", get_stats, methods=["GET"]),
             Route("/healthz", healthz, methods=["GET"]),
             Route("/openapi.json", openapi, methods=["GET"]),

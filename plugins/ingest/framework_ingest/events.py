@@ -82,6 +82,39 @@ def bounds(backend: Backend) -> tuple[int, int]:
     return (last if low is None else int(low) - 1), last
 
 
+# -- consumer cursors -------------------------------------------------------------------
+
+
+def set_cursor(backend: Backend, name: str, last_seq: int, now: str) -> dict[str, Any] | None:
+    """Record that consumer ``name`` has processed every event up to ``last_seq``
+    (moving back is allowed: a consumer may re-read). None when ``last_seq`` is beyond
+    the last event handed out."""
+    with backend.transaction() as tx:
+        last = int(tx.execute("SELECT last_seq FROM event_counter WHERE id = 1")[0][0])
+        if last_seq > last:
+            return None
+        tx.execute(
+            "INSERT INTO event_consumers (name, last_seq, updated_at) VALUES (?, ?, ?) "
+            "ON CONFLICT (name) DO UPDATE SET last_seq = excluded.last_seq, "
+            "updated_at = excluded.updated_at",
+            (name, last_seq, now),
+        )
+    return {"name": name, "last_seq": last_seq, "updated_at": now}
+
+
+def delete_cursor(backend: Backend, name: str) -> bool:
+    with backend.transaction() as tx:
+        return bool(
+            tx.execute("DELETE FROM event_consumers WHERE name = ? RETURNING name", (name,))
+        )
+
+
+def cursors(backend: Backend) -> list[dict[str, Any]]:
+    with backend.transaction(write=False) as tx:
+        rows = tx.execute("SELECT name, last_seq, updated_at FROM event_consumers ORDER BY name")
+    return [{"name": r[0], "last_seq": int(r[1]), "updated_at": r[2]} for r in rows]
+
+
 def event_dict(row: Sequence[Any]) -> dict[str, Any]:
     out: dict[str, Any] = {
         "seq": int(row[0]),

@@ -142,6 +142,27 @@ class EventPage(BaseModel):
     last_seq: int = Field(description="The last sequence handed out so far")
 
 
+CONSUMER_NAME_PATTERN = r"^[A-Za-z0-9._-]{1,100}$"
+
+
+class CursorIn(BaseModel):
+    """A consumer's acknowledgement: every event up to ``last_seq`` is processed."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    last_seq: Annotated[int, Field(strict=True, ge=0, le=2**63 - 1)]
+
+
+class Cursor(BaseModel):
+    name: str
+    last_seq: int
+    updated_at: str
+
+
+class CursorList(BaseModel):
+    consumers: list[Cursor]
+
+
 class SourceStats(BaseModel):
     total: int
     queued: int = 0

@@ -12,9 +12,12 @@ from typing import Any
 from pydantic.json_schema import models_json_schema
 
 from framework_ingest.models import (
+    CONSUMER_NAME_PATTERN,
     IDEMPOTENCY_KEY_PATTERN,
     BatchItemIn,
     BatchResponse,
+    CursorIn,
+    CursorList,
     EventPage,
     Health,
     ItemIn,
@@ -100,7 +103,7 @@ def build_openapi(
     ``signed``: whether writes must carry ``X-Framework-Signature``)."""
     _, defs = models_json_schema(
         [
-            (m, "validation" if m in (ItemIn, BatchItemIn) else "serialization")
+            (m, "validation" if m in (ItemIn, BatchItemIn, CursorIn) else "serialization")
             for m in (
                 ItemIn,
                 BatchItemIn,
@@ -108,6 +111,8 @@ def build_openapi(
                 BatchResponse,
                 ItemOut,
                 EventPage,
+                CursorIn,
+                CursorList,
                 Stats,
                 Health,
                 Problem,
@@ -284,6 +289,52 @@ def build_openapi(
                     **unavailable,
                 },
             }
+        },
+        "/v1/events/consumers": {
+            "get": {
+                "operationId": "getConsumers",
+                "summary": "The consumer cursors (retention keeps events above the lowest)",
+                "security": security,
+                "responses": {"200": _json("The cursors", "CursorList"), **guarded, **unavailable},
+            }
+        },
+        "/v1/events/consumers/{name}": {
+            "parameters": [
+                {
+                    "name": "name",
+                    "in": "path",
+                    "required": True,
+                    "schema": {"type": "string", "pattern": CONSUMER_NAME_PATTERN},
+                }
+            ],
+            "put": {
+                "operationId": "putConsumer",
+                "summary": "Set a consumer's cursor: events up to last_seq are processed",
+                "security": security,
+                "parameters": signature_params,
+                "requestBody": {
+                    "required": True,
+                    "content": {
+                        "application/json": {"schema": {"$ref": _REF.format(model="CursorIn")}}
+                    },
+                },
+                "responses": {
+                    "200": _json("The cursor", "Cursor"),
+                    **{k: v for k, v in write_errors.items() if k != "422"},
+                    "422": _problem("Bad name, bad body, or last_seq beyond the last event"),
+                },
+            },
+            "delete": {
+                "operationId": "deleteConsumer",
+                "summary": "Unregister a consumer (its cursor no longer holds events back)",
+                "security": security,
+                "responses": {
+                    "204": {"description": "Unregistered"},
+                    **guarded,
+                    "404": _problem("No consumer of this name"),
+                    **unavailable,
+                },
+            },
         },
         "/v1/stats": {
             "get": {

@@ -7,9 +7,11 @@ Rules (each age configurable; ``None`` keeps that kind forever):
   a forgotten key is stored again and, as its item row is still there, answers
   ``duplicate`` (or ``updated``), never a second ``accepted``.
 - ``events``: the oldest events, as long as every one of them is older than
-  ``event_age``. "Delivered" means: on the stream for ``event_age`` (consumers read
-  within that window; one that falls behind is told ``410 events-purged``). Only a prefix
-  of the sequence is dropped, so a reader never meets a hole.
+  ``event_age`` and, when consumers registered cursors (``event_consumers``), at or
+  below the lowest cursor. "Delivered" means: on the stream for ``event_age`` AND
+  acknowledged by every registered consumer (without any registered consumer, age
+  alone: one that falls behind is told ``410 events-purged``). Only a prefix of the
+  sequence is dropped, so a reader never meets a hole.
 - done items: the ``data`` of items ``done`` for longer than ``done_age`` is dropped and
   ``purged_at`` set; the key row (key, content hash, version, status) stays as the
   tombstone that keeps replays from creating the item again. ``queued``, ``running`` and
@@ -55,11 +57,14 @@ _IDEMPOTENCY = (
     "DELETE FROM idempotency_keys WHERE key IN "
     "(SELECT key FROM idempotency_keys WHERE created_at < ? LIMIT ?)"
 )
-# Only events below the first one that is still young: a prefix, never a hole.
+# Only events below the first one that is still young (a prefix, never a hole) and, when
+# consumers registered cursors, not above the lowest cursor.
 _EVENTS = (
     "DELETE FROM events WHERE seq IN (SELECT seq FROM events WHERE seq < "
     "COALESCE((SELECT MIN(seq) FROM events WHERE created_at >= ?), "
-    "(SELECT last_seq + 1 FROM event_counter WHERE id = 1)) ORDER BY seq LIMIT ?)"
+    "(SELECT last_seq + 1 FROM event_counter WHERE id = 1)) "
+    "AND seq <= COALESCE((SELECT MIN(last_seq) FROM event_consumers), seq) "
+    "ORDER BY seq LIMIT ?)"
 )
 # (now, cutoff, batch): the outer status check re-runs on the locked row, so an item a
 # concurrent write just put back to queued is left alone.
