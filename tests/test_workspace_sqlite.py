@@ -70,10 +70,10 @@ def raw(store: SqliteStore, sql: str, *params: object) -> list[tuple]:
 
 
 def test_open_creates_wal_schema_with_version(store: SqliteStore) -> None:
-    assert store.get_meta("schema_version") == "1"
+    assert store.get_meta("schema_version") == "2"
     assert raw(store, "PRAGMA journal_mode") == [("wal",)]
     tables = {r[0] for r in raw(store, "SELECT name FROM sqlite_master WHERE type='table'")}
-    assert {"meta", "rows", "attempts", "items"} <= tables
+    assert {"meta", "rows", "attempts", "items", "responses"} <= tables
 
 
 def test_newer_schema_is_refused(tmp_path: Path) -> None:

@@ -25,6 +25,7 @@ CORE_COMMANDS = {
     "export": "framework.cli.export:export",
     "preview": "framework.cli.preview:preview",
     "schema": "framework.cli.schema:schema",
+    "reparse": "framework.cli.reparse:reparse",
 }
 
 

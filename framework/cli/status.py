@@ -16,6 +16,7 @@ import click
 
 from framework.errors import WorkspaceBroken
 from framework.project import check_job_name, find_root, workspace_path
+from framework.workspace import fill
 from framework.workspace.integrity import Integrity
 from framework.workspace.sqlite_base import workspace_fault
 from framework.workspace.status import build_status
@@ -161,6 +162,10 @@ def render(job: str, r: dict[str, Any]) -> str:
         )
         if run["counts"]:
             out.append("  " + ", ".join(f"{k} {v}" for k, v in run["counts"].items()))
+    found = fill.render_lines(r)
+    if found:
+        out.append("")
+        out += found
     spec = r["spec"]
     if spec["changes"]:
         last = spec["changes"][-1]

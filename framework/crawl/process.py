@@ -25,6 +25,7 @@ from scrapy.utils.conf import feed_process_params_from_cli
 from twisted.python.failure import Failure
 
 from framework import scrapy_settings
+from framework.crawl.runtime import nothing_extracted
 from framework.crawl.spider import spider_class
 from framework.crawl.stopping import SignalStop
 from framework.crawl.verdict import (
@@ -71,6 +72,7 @@ class CrawlResult:
     errors: int
     items: dict[str, int]
     fault: FrameworkError | None = None  # a full disk or damaged file that stopped it
+    expect_empty: bool = False  # the spec's: a run that stores no item is a success
 
 
 def run_crawl(
@@ -120,6 +122,8 @@ def run_crawl(
     if reason == REASON_BROKEN and isinstance(fault, FrameworkError):
         raise fault  # the state file cannot be read back for a summary
     result = summarize(spec.name, reason, jobdir)
+    if spec.expect_empty:
+        result = CrawlResult(**{**result.__dict__, "expect_empty": True})
     if isinstance(fault, FrameworkError):
         return CrawlResult(**{**result.__dict__, "fault": fault})
     return result
@@ -182,6 +186,12 @@ def verdict(result: CrawlResult) -> None:
     code as :func:`framework.crawl.verdict.exit_code`, which the run_finished event
     records."""
     code = exit_code(result.reason, result.pending, result.errors)
+    if code == EXIT_OK and nothing_extracted(result.items, result.expect_empty):
+        raise Halted(
+            f"{result.job}: the crawl finished but extracted nothing (no item stored); see "
+            f"the warnings and `framework status {result.job}`; if an empty result is "
+            "expected, say `expect_empty: true` in the spec"
+        )
     if code == EXIT_OK:
         return
     if result.reason in (REASON_DISK_FULL, REASON_BROKEN) and result.fault is not None:

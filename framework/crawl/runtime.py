@@ -18,13 +18,14 @@ plain values so tests can build it directly. It never touches HTTP delivery.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import logging
 import math
 import random
 import time
 from collections import Counter, deque
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from functools import cache
@@ -32,12 +33,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from framework.crawl.findings import FOUND_NOTHING_EVENT, Findings
 from framework.crawl.page import CompiledJob, PageError, PageResult, Record
 from framework.crawl.politeness import RETRY_AFTER_MAX, backoff_delay
 from framework.crawl.secrets import Secrets
 from framework.crawl.stopping import stops_on_workspace_fault
 from framework.crawl.verdict import exit_code, row_totals
-from framework.errors import UsageError, WorkspaceBroken, WorkspaceFull
+from framework.errors import EXIT_HALTED, EXIT_OK, UsageError, WorkspaceBroken, WorkspaceFull
 from framework.workspace import (
     ErrorKind,
     ItemWrite,
@@ -45,11 +47,13 @@ from framework.workspace import (
     Outcome,
     PartWrite,
     Row,
+    RowStatus,
     Workspace,
     deferrals,
     redact_url,
     utc_now,
 )
+from framework.workspace.records import CommitResult, ResponseWrite
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -65,6 +69,7 @@ REASON_RATE_LIMITED = "rate_limited"
 REASON_ERROR_RATE = "error_rate"
 REASON_ALREADY_DONE = "already_done"
 REASON_HOST_DOWN = "host_down"
+RESPONSES_BUDGET_MB = 1024.0  # stored (compressed) bodies per workspace; 0: no budget
 NOT_BEFORE_META = deferrals.NOT_BEFORE_META
 # Failures that say the host cannot be reached at all, whatever the URL: they count
 # toward the down-host stop and a stopped outage gives their attempts back.
@@ -83,6 +88,8 @@ class Limits:
     backoff_base: float = 1.0  # seconds before a row's 2nd attempt in a run, doubling...
     backoff_max: float = 30.0  # ... up to this
     down_host_after: int = 3  # connect/dns failures in a row that make a host "down"
+    store_responses: bool = True  # keep ok pages' bodies for `framework reparse`
+    responses_budget: int = 0  # bytes of stored (compressed) bodies; 0: no budget
 
 
 @dataclass
@@ -97,6 +104,7 @@ class RunCounters:
     items_completed: int = 0
     records_invalid: int = 0
     fallbacks: int = 0
+    responses_stored: int = 0
     by_error: dict[str, int] = field(default_factory=dict)
 
 
@@ -145,6 +153,10 @@ class CrawlRuntime:
         self._outage: dict[str, list[int]] = {}
         self.down_hosts: set[str] = set()
         self._stack = ExitStack()
+        # found-nothing warnings and fill counts of this run (see findings.py)
+        self.findings = Findings(self.event, logger)
+        self._stored_bytes = 0  # of responses, against limits.responses_budget
+        self._storing = limits.store_responses
         # {env:NAME} values never reach a row, a log file or a log line: see secrets.py
         self.secrets = Secrets.from_spec(self.spec)
         ws.urls.masker = ws.events.masker = self.secrets.mask_value
@@ -171,6 +183,11 @@ class CrawlRuntime:
             backoff_base=s.getfloat("FRAMEWORK_RETRY_BACKOFF_BASE", 1.0),
             backoff_max=s.getfloat("FRAMEWORK_RETRY_BACKOFF_MAX", 30.0),
             down_host_after=s.getint("FRAMEWORK_DOWN_HOST_AFTER", 3),
+            # the spec's store_responses, unless `--no-store-responses` / `-s` says
+            store_responses=s.getbool("FRAMEWORK_STORE_RESPONSES", job.spec.store_responses),
+            responses_budget=int(
+                s.getfloat("FRAMEWORK_RESPONSES_BUDGET_MB", RESPONSES_BUDGET_MB) * 2**20
+            ),
         )
         spec_hash = "sha256:" + hashlib.sha256(spec_path.read_bytes()).hexdigest()
         ws = Workspace.open(Path(jobdir), create=True)
@@ -195,7 +212,16 @@ class CrawlRuntime:
             # announced before it is recorded: a crash in between announces it twice,
             # never not at all
             self.event("spec_changed", spec_hash=self.spec_hash, previous=previous)
+            logger.warning(
+                "the spec changed since the last run: pages already fetched keep what the "
+                "old spec extracted; `framework reparse %s` re-extracts the stored pages "
+                "without fetching, `framework crawl --fresh %s` fetches everything again",
+                self.spec.name,
+                self.spec.name,
+            )
         self.ws.record_spec(self.spec_hash)
+        if self._storing and self.limits.responses_budget:
+            self._stored_bytes = store.responses_size()[1]
         now = time.time()
         self.not_before = self._load_deferrals(now)
         for host, until in sorted(self.not_before.items()):
@@ -305,6 +331,27 @@ class CrawlRuntime:
     def on_response(self, row: Row, response: Response) -> Handled:
         self._outage.pop(urlsplit(row.url).netloc, None)  # it answered: not down
         status = response.status
+        outcome = self.outcome_for(row, response)
+        if self._storing and status < 400:
+            outcome = dataclasses.replace(outcome, response=self._keep(row, response))
+        handled = self._commit(row, outcome, response)
+        if "fw_retry_after" in response.meta:
+            self._defer_host(row.url, float(response.meta["fw_retry_after"]))
+        if response.meta.get("fw_retry_after_over_cap"):
+            handled.stop = REASON_RATE_LIMITED
+            logger.warning(
+                "Retry-After of %.0fs from %s is over the cap: stopping (run again later)",
+                response.meta["fw_retry_after"],
+                redact_url(response.url),
+            )
+        elif status == 429 and self.limits.stop_on_429:
+            handled.stop = REASON_RATE_LIMITED
+        return handled
+
+    def outcome_for(self, row: Row, response: Response) -> Outcome:
+        """What ``response`` means for ``row`` under the spec: the crawl's and the
+        reparse's one path from a page to an outcome (nothing is committed here)."""
+        status = response.status
         error: tuple[ErrorKind, str] | None = None
         result: PageResult | None = None
         part: Any = None
@@ -350,19 +397,25 @@ class CrawlRuntime:
         else:
             assert result is not None
             outcome = self._page_outcome(row, status, response.url, result)
-        handled = self._commit(row, outcome, response)
-        if "fw_retry_after" in response.meta:
-            self._defer_host(row.url, float(response.meta["fw_retry_after"]))
-        if response.meta.get("fw_retry_after_over_cap"):
-            handled.stop = REASON_RATE_LIMITED
-            logger.warning(
-                "Retry-After of %.0fs from %s is over the cap: stopping (run again later)",
-                response.meta["fw_retry_after"],
-                redact_url(response.url),
-            )
-        elif status == 429 and self.limits.stop_on_429:
-            handled.stop = REASON_RATE_LIMITED
-        return handled
+        return outcome
+
+    def _keep(self, row: Row, response: Response) -> ResponseWrite:
+        """The response as the store keeps it: no secret value (a page may echo one)."""
+        body = response.body
+        final_url = response.url
+        if self.secrets.values:
+            # surrogateescape: any bytes round-trip unchanged where nothing is masked
+            text = body.decode("utf-8", "surrogateescape")
+            body = self.secrets.mask(text).encode("utf-8", "surrogateescape")
+            final_url = self.secrets.mask(final_url)
+        ctype = response.headers.get(b"Content-Type")
+        return ResponseWrite(
+            url=row.url,
+            final_url=final_url,
+            status=response.status,
+            content_type=ctype.decode("latin-1") if ctype else None,
+            body=body,
+        )
 
     def on_failure(self, row: Row, failure: Failure) -> Handled:
         kind, detail = classify_failure(failure)
@@ -419,11 +472,28 @@ class CrawlRuntime:
         single = kind.spec.each is None
         items: list[ItemWrite] = []
         new_rows: list[NewRow] = []
+        page = int(row.context.get("page", 1))
+        kept = [
+            r.values
+            for r in result.records
+            if r.valid and (r.dedupe_key is not None or not kind.spec.emits)
+        ]
+        pg = kind.spec.pagination
+        self.findings.page(
+            row.kind,
+            url,
+            emits=kind.spec.emits,
+            each=not single and bool(kind.spec.emits or kind.spec.fields),
+            values=kept,
+            dropped=sum(1 for r in result.records if not r.valid),
+            # "until empty" pagination ends on an empty page: that one is expected
+            end_of_pages=pg is not None and pg.stop.empty and page > 1,
+        )
         for record in result.records:
             self._report_fallbacks(row.kind, url, record)
             if not record.valid:
                 self.counters.records_invalid += 1
-                self._report_invalid(url, record)
+                self._report_invalid(row.kind, url, record)
                 if single and kind.spec.emits:
                     return Outcome(
                         row_id=row.id,
@@ -463,7 +533,6 @@ class CrawlRuntime:
                 )
         for link in result.links:
             new_rows.append(NewRow(kind=link.kind, url=link.url, context=_carry(link.carry)))
-        page = int(row.context.get("page", 1))
         for link in result.next_pages:
             ctx = _carry(link.carry)
             ctx["page"] = page + 1
@@ -501,6 +570,8 @@ class CrawlRuntime:
                 # to see which (a value that jumped, a field that vanished).
                 self.event("items_changed", url=row.url, row=row.id, keys=list(res.changed))
         c.items_completed += len(res.completed)
+        if outcome.response is not None:
+            self._stored(res.response_bytes)
         final_url = response.url if response is not None else failure_url
         # Built from known fields only; the URLs are the one place a secret could hide
         # (credentials, ?token=), so they are masked here and the generic walk skipped.
@@ -584,15 +655,68 @@ class CrawlRuntime:
             )
         return handled
 
+    def commit_reparse(self, row: Row, outcome: Outcome) -> CommitResult:
+        """Commit the outcome of a stored page read again (``framework reparse``): its
+        items and the rows it found, as a crawl would, but no attempt is counted and
+        nothing is logged as a request, because none was made."""
+        outcome = dataclasses.replace(self.secrets.mask_outcome(outcome), reparse=True)
+        res = self.ws.store.commit(outcome)
+        c = self.counters
+        if outcome.ok:
+            c.ok += 1
+        else:
+            c.errors += 1
+            key = str(outcome.error_kind)
+            c.by_error[key] = c.by_error.get(key, 0) + 1
+            if row.status is RowStatus.OK:
+                self.event(
+                    "row_failed",
+                    row=row.id,
+                    kind=row.kind,
+                    url=row.url,
+                    error_kind=key,
+                    error=outcome.error,
+                    reparse=True,
+                )
+        c.rows_new += len(res.inserted)
+        c.items_new += res.items_new
+        if outcome.items:
+            c.items_changed += res.items_changed
+            c.items_unchanged += res.items_unchanged
+        elif outcome.parts:
+            c.items_changed += res.items_changed
+        if res.changed:
+            self.event("items_changed", url=row.url, row=row.id, keys=list(res.changed))
+        c.items_completed += len(res.completed)
+        return res
+
+    def _stored(self, size: int) -> None:
+        self.counters.responses_stored += 1
+        self._stored_bytes += size
+        budget = self.limits.responses_budget
+        if budget and self._stored_bytes >= budget and self._storing:
+            self._storing = False  # said once: the pages stored so far stay
+            mb = budget / 2**20
+            logger.warning(
+                "stored responses reached FRAMEWORK_RESPONSES_BUDGET_MB (%.0f MB): the "
+                "pages fetched from now on are not stored (`framework reparse` skips them)",
+                mb,
+            )
+            self.event("responses_budget_reached", budget_mb=mb, stored_bytes=self._stored_bytes)
+
     # ------------------------------------------------------------- reporting
-    def _report_invalid(self, url: str, record: Record) -> None:
-        logger.warning(
+    def _report_invalid(self, kind: str, url: str, record: Record) -> None:
+        # said (and recorded as an event) once per kind and missing fields, counted
+        # always: a wrong selector on 100,000 pages is one warning with a count
+        missing = ", ".join(record.missing)
+        if self.findings.note("records_dropped", kind, url, detail=missing):
+            self.event("record_invalid", url=url, missing=record.missing, errors=record.errors)
+        logger.debug(
             "record dropped at %s: missing required field(s) %s%s",
             redact_url(url),
-            ", ".join(record.missing),
+            missing,
             "".join(f"; {f}: {m}" for f, m in record.errors),
         )
-        self.event("record_invalid", url=url, missing=record.missing, errors=record.errors)
 
     def _report_fallbacks(self, kind: str, url: str, record: Record) -> None:
         for fld, index, expr in record.fallbacks:
@@ -611,6 +735,26 @@ class CrawlRuntime:
             )
             self.event("layout_fallback", kind=kind, field=fld, index=index, selector=expr, url=url)
 
+    def _finish_findings(self, items: Mapping[str, int], code: int) -> dict[str, Any]:
+        """The end-of-run findings, as the run_finished event's extra fields."""
+        emitting = [n for n, k in self.job.kinds.items() if k.spec.emits]
+        self.findings.finish(emitting)
+        found: dict[str, Any] = {
+            "warnings": self.findings.warnings(),
+            "fill": self.findings.fill(),
+        }
+        if code == EXIT_OK and nothing_extracted(items, self.spec.expect_empty):
+            found["nothing_extracted"] = True
+            logger.error(
+                "job %s extracted nothing: no item is stored (see the warnings above and "
+                "`framework status %s`); if that is expected, say `expect_empty: true` in "
+                "the spec",
+                self.spec.name,
+                self.spec.name,
+            )
+            self.event(FOUND_NOTHING_EVENT, what="no_items", kind=self.job.start_kind)
+        return found
+
     def event(self, name: str, **data: Any) -> None:
         self.ws.events.append({"time": utc_now(), "event": name, "job": self.spec.name, **data})
 
@@ -623,10 +767,13 @@ class CrawlRuntime:
         try:
             c = self.counters
             counts = self.ws.store.row_counts()
+            items = self.ws.store.item_counts()
+            code = exit_code(final, *row_totals(counts))
+            found = self._finish_findings(items, code)
             self.event(
                 "run_finished",
                 reason=final,
-                exit_code=exit_code(final, *row_totals(counts)),
+                exit_code=EXIT_HALTED if found.get("nothing_extracted") else code,
                 duration_s=round(time.monotonic() - self.started, 3),
                 counts={
                     "requests": c.requests,
@@ -639,9 +786,11 @@ class CrawlRuntime:
                     "items_completed": c.items_completed,
                     "records_invalid": c.records_invalid,
                     "fallbacks": c.fallbacks,
+                    "responses_stored": c.responses_stored,
                 },
                 rows={k: {str(st): n for st, n in v.items()} for k, v in counts.items()},
-                items=self.ws.store.item_counts(),
+                items=items,
+                **found,
             )
         except (WorkspaceFull, WorkspaceBroken) as exc:
             # the run's end cannot be written; the crawl's exit (4) says why
@@ -650,6 +799,13 @@ class CrawlRuntime:
             self._stack.close()
             self.ws.close()
         return final
+
+
+def nothing_extracted(items: Mapping[str, int], expect_empty: bool) -> bool:
+    """A run that would drain cleanly but left the workspace without a single item
+    (every selector wrong, every record dropped) is not a success unless the spec
+    says an empty result is expected (``expect_empty: true``)."""
+    return not expect_empty and not sum(items.values())
 
 
 def _carry(values: dict[str, Any]) -> dict[str, Any]:

@@ -40,6 +40,21 @@ KIND_NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 SOURCE_KEYS = ("css", "xpath", "json", "re", "url", "embedded", "count", "const")
 
 
+def _check_languages(value: Any) -> Any:
+    if isinstance(value, str):
+        value = [value]
+    if isinstance(value, list | tuple) and value:
+        from framework.extract.convert import known_language
+
+        unknown = [v for v in value if isinstance(v, str) and not known_language(v)]
+        if unknown:
+            raise ValueError(
+                f"unknown language(s) {', '.join(map(repr, unknown))}: "
+                "dateparser's codes, e.g. en, id, de, pt"
+            )
+    return value
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
@@ -52,6 +67,7 @@ class ValueType(StrEnum):
     DATE = "date"
     DATETIME = "datetime"
     URL = "url"
+    PRICE = "price"  # {"amount": number, "currency": str | None}, by price-parser
 
 
 class Render(StrEnum):
@@ -111,6 +127,9 @@ class FieldSpec(_Strict):
     # type details
     date_format: str | None = Field(default=None, alias="format")
     absolute: bool = True  # url: resolve against the page URL
+    # date/datetime: dateparser's languages for dates the fixed forms miss ("12 Januari
+    # 2024" with [id]); empty: the job's `languages`
+    languages: tuple[str, ...] = ()
     min: float | None = None
     max: float | None = None
     # nested group of repeated rows
@@ -135,7 +154,14 @@ class FieldSpec(_Strict):
             else:
                 out[key] = value
         out["sources"] = sources
+        if "type" not in out and sources and all(s["kind"] == "count" for s in sources):
+            out["type"] = ValueType.INTEGER  # a count is a number, not the text "5"
         return out
+
+    @field_validator("languages", mode="before")
+    @classmethod
+    def _languages(cls, value: Any) -> Any:
+        return _check_languages(value)
 
     @model_validator(mode="after")
     def _check(self) -> FieldSpec:
@@ -322,6 +348,11 @@ class JobSpec(_Strict):
     allowed_domains: tuple[str, ...] | None = None
     render: Render = Render.HTTP
     max_attempts: int = Field(default=3, ge=1, le=100)
+    # Keep each fetched page's body (compressed) so `framework reparse` can re-extract
+    # without fetching; false saves the disk (FRAMEWORK_STORE_RESPONSES overrides).
+    store_responses: bool = True
+    # A crawl that stores no item exits 4 unless the spec says that is expected.
+    expect_empty: bool = False
     key: KeySpec = KeySpec()
     list_: ListShort | None = Field(default=None, alias="list")
     detail: DetailShort | None = None
@@ -332,6 +363,8 @@ class JobSpec(_Strict):
     settings: dict[str, Any] = {}
     ship: ShipSettings = ShipSettings()
     description: str | None = None
+    # dateparser's languages for every date field that names none (`languages: [id]`)
+    languages: tuple[str, ...] = ()
 
     @field_validator("name")
     @classmethod
@@ -339,6 +372,11 @@ class JobSpec(_Strict):
         if not JOB_NAME_RE.match(value):
             raise ValueError("a job name is letters, digits, '_' or '-' (at most 64)")
         return value
+
+    @field_validator("languages", mode="before")
+    @classmethod
+    def _languages(cls, value: Any) -> Any:
+        return _check_languages(value)
 
     @field_validator("source_type")
     @classmethod

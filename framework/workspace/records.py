@@ -15,7 +15,9 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-SCHEMA_VERSION = 1
+# 2: the `responses` table (stored page bodies for `framework reparse`); a version 1
+# workspace gains it, empty, the first time a writer opens it.
+SCHEMA_VERSION = 2
 
 
 class RowStatus(StrEnum):
@@ -127,6 +129,29 @@ class PartWrite:
 
 
 @dataclass(frozen=True)
+class ResponseWrite:
+    """A response body kept for re-extraction (``framework reparse``): what a parser
+    needs to read it again, nothing more (no cookies, no request headers)."""
+
+    url: str  # the row's URL
+    final_url: str  # after redirects: the base of relative links
+    status: int
+    content_type: str | None  # carries the declared encoding
+    body: bytes  # as the parser saw it (after decompression); the store compresses it
+
+
+@dataclass(frozen=True)
+class StoredResponse:
+    row_id: int
+    url: str
+    final_url: str
+    status: int
+    content_type: str | None
+    body: bytes  # decompressed
+    stored_bytes: int  # compressed size on disk
+
+
+@dataclass(frozen=True)
 class Outcome:
     """Everything one response produced; a store commits it in ONE transaction.
 
@@ -143,6 +168,11 @@ class Outcome:
     new_rows: Sequence[NewRow] = ()
     items: Sequence[ItemWrite] = ()
     parts: Sequence[PartWrite] = ()
+    # the page's body, kept in the same transaction (None: not stored)
+    response: ResponseWrite | None = None
+    # a re-extraction of a stored page (`framework reparse`): no request was made, so
+    # the row's attempts and attempt history are left as they are
+    reparse: bool = False
 
 
 @dataclass(frozen=True)
@@ -155,6 +185,7 @@ class CommitResult:
     items_unchanged: int = 0
     completed: Sequence[str] = ()  # dedupe keys that became complete in this commit
     changed: Sequence[str] = ()  # dedupe keys whose stored content changed (not new ones)
+    response_bytes: int = 0  # compressed bytes of the response body stored with it
 
 
 @dataclass(frozen=True)

@@ -114,6 +114,19 @@ CREATE TABLE IF NOT EXISTS items (
 );
 CREATE INDEX IF NOT EXISTS items_complete ON items (dedupe_key) WHERE complete = 1;
 CREATE INDEX IF NOT EXISTS items_row ON items (row_id);
+-- schema 2: a page's body as the parser saw it, zlib-compressed, for `framework
+-- reparse`: one per row (the latest answer), written with the row's outcome.
+CREATE TABLE IF NOT EXISTS responses (
+    row_id       INTEGER PRIMARY KEY,
+    url          TEXT NOT NULL,
+    final_url    TEXT NOT NULL,
+    status       INTEGER NOT NULL,
+    content_type TEXT,
+    codec        TEXT NOT NULL,
+    body         BLOB NOT NULL,
+    size         INTEGER NOT NULL,
+    stored_at    TEXT NOT NULL
+);
 """
 
 _ROW_COLS = (

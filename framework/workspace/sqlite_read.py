@@ -7,10 +7,12 @@ it iterates, and memory stays flat on a million rows. It never writes.
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from framework.workspace.records import Row, RowStatus, StoredItem
+from framework.errors import WorkspaceError
+from framework.workspace.records import Row, RowStatus, StoredItem, StoredResponse
 from framework.workspace.sqlite_base import (
     _ITEM_COLS,
     _ROW_COLS,
@@ -208,6 +210,81 @@ class SqliteReader(SqliteBase):
         )
         row = got.fetchone()
         return None if row is None else _to_item(row)
+
+    # stored responses (schema 2) ----------------------------------------------
+    def _has_responses(self) -> bool:
+        # a version 1 workspace opened read-only has no such table yet
+        return bool(
+            self._conn()
+            .execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'responses'")
+            .fetchone()
+        )
+
+    def responses_size(self) -> tuple[int, int]:
+        """(stored responses, their compressed bytes)."""
+        if not self._has_responses():
+            return 0, 0
+        n, size = (
+            self._conn().execute("SELECT count(*), coalesce(sum(size), 0) FROM responses")
+        ).fetchone()
+        return int(n), int(size)
+
+    def iter_responses(self) -> Iterator[tuple[Row, StoredResponse]]:
+        """Every stored response with its row, by row id (a parent page before the
+        pages it found), in bounded chunks with no cursor kept open between them."""
+        if not self._has_responses():
+            return
+        last = 0
+        while True:
+            got = (
+                self._conn().execute(
+                    "SELECT row_id, url, final_url, status, content_type, codec, body, size "
+                    f"FROM responses WHERE row_id > ? ORDER BY row_id LIMIT {CHUNK}",
+                    (last,),
+                )
+            ).fetchall()
+            if not got:
+                return
+            ids = [r[0] for r in got]
+            rows = {
+                r[0]: _to_row(r)
+                for r in self._conn().execute(
+                    f"SELECT {_ROW_COLS} FROM rows WHERE id IN ({_marks(len(ids))})", ids
+                )
+            }
+            for row_id, url, final_url, status, ctype, codec, body, size in got:
+                row = rows.get(row_id)
+                if row is None:
+                    continue
+                if codec != "zlib":
+                    raise WorkspaceError(f"{self.path}: a stored response in codec {codec!r}")
+                page = zlib.decompress(body)
+                yield row, StoredResponse(row_id, url, final_url, status, ctype, page, size)
+            if len(got) < CHUNK:
+                return
+            last = ids[-1]
+
+    def fill_counts(self) -> dict[str, dict[str, Any]]:
+        """Per page kind of the item's row: how many stored items, and per field how
+        many hold a value (not null, "", [] or {}). Items whose row was reset count
+        under kind "?". One pass in SQLite (json_each), nothing decoded in Python."""
+        out: dict[str, dict[str, Any]] = {}
+        conn = self._conn()
+        for kind, n in conn.execute(
+            "SELECT coalesce(r.kind, '?'), count(*) FROM items i "
+            "LEFT JOIN rows r ON r.id = i.row_id GROUP BY 1"
+        ):
+            out[kind] = {"records": int(n), "fields": {}}
+        for kind, key, filled in conn.execute(
+            "SELECT coalesce(r.kind, '?'), j.key, sum(CASE WHEN j.type = 'null' THEN 0 "
+            "WHEN j.type = 'text' AND j.value = '' THEN 0 "
+            "WHEN j.type = 'array' AND json_array_length(j.value) = 0 THEN 0 "
+            "WHEN j.type = 'object' AND j.value = '{}' THEN 0 ELSE 1 END) "
+            "FROM items i LEFT JOIN rows r ON r.id = i.row_id, json_each(i.data) j "
+            "GROUP BY 1, 2"
+        ):
+            out.setdefault(kind, {"records": 0, "fields": {}})["fields"][key] = int(filled)
+        return out
 
 
 __all__ = ["SqliteReader"]

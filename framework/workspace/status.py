@@ -15,7 +15,7 @@ from datetime import datetime
 from importlib.metadata import entry_points
 from typing import Any
 
-from framework.workspace import deferrals, integrity
+from framework.workspace import deferrals, fill, integrity
 from framework.workspace.jsonl import redact
 from framework.workspace.records import SCHEMA_VERSION, Row, RowStatus
 from framework.workspace.workspace import Workspace
@@ -78,8 +78,11 @@ def build_status(
         "events_skipped": 0,
         "plugins": {},
     }
-    last_run, changes = _scan_events(ws)
+    extraction: dict[str, Any] = {}
+    last_run, changes = _scan_events(ws, extraction)
     report["last_run"] = last_run
+    # found-nothing warnings and fill rates (issue 9): see framework/workspace/fill.py
+    report.update(fill.sections(extraction, store.fill_counts()))
     report["spec"]["changes"] = changes
     report["integrity"] = integrity.check(ws).as_dict()
     report["state"], report["exit_code"] = _verdict(report)
@@ -128,14 +131,20 @@ def _row_summary(ws: Workspace, row: Row) -> dict[str, Any]:
     }
 
 
-def _scan_events(ws: Workspace) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
-    """One streaming pass over events.jsonl: the last run and the recent spec changes."""
+def _scan_events(
+    ws: Workspace, extraction: dict[str, Any] | None = None
+) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+    """One streaming pass over events.jsonl: the last run and the recent spec changes
+    (and into ``extraction`` the last crawl's or reparse's warnings and fill counts)."""
     run: dict[str, Any] | None = None
     changes: list[dict[str, Any]] = []
     # Events are data another process wrote (or a human edited): every field is read
     # for its type, and a malformed one reads as absent rather than crashing status.
     for event in ws.events:
         name = event.get("event")
+        if name in fill.EXTRACTION_EVENTS and extraction is not None:
+            extraction.clear()
+            extraction.update(fill.last_extraction(event))
         if name in RUN_EVENTS:
             run = {
                 "mode": "resumed" if name == "run_resumed" else "started",

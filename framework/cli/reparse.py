@@ -1,0 +1,70 @@
+"""``framework reparse JOB``: extract the stored pages again with the current spec.
+
+No request is made: the pages are the ones the crawl kept in the workspace (see
+:mod:`framework.crawl.reparse`). Items are updated in place, new follow links and
+sub-tabs become pending rows for the next ``framework crawl``.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import click
+
+from framework.errors import Halted, WorkspaceError
+from framework.project import find_root, resolve_job, workspace_path
+
+
+@click.command("reparse")
+@click.argument("job")
+@click.option("--workspace", default=None, help="workspace folder (default var/<job>)")
+@click.option("-q", "--quiet", is_flag=True, help="warnings and errors only")
+def reparse(job: str, workspace: str | None, quiet: bool) -> int:
+    """Re-extract every page stored in JOB's workspace with the current spec, without
+    fetching anything: changed items get a new content hash (and ship again), new links
+    become pending rows for the next crawl.
+
+    Exit 0; 4 when the spec now extracts nothing, or pages that were read before now
+    fail (see `framework status`); 2 on a bad call or a workspace with no stored pages."""
+    from framework.crawl.reparse import reparse as run
+    from framework.spec import load_spec
+
+    root = find_root()
+    spec_path = resolve_job(job, root)
+    spec = load_spec(spec_path)
+    path = workspace_path(root, spec.name, workspace)
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("%(levelname)s: %(message)s"))
+    log = logging.getLogger("framework")
+    log.addHandler(handler)
+    log.setLevel(logging.WARNING if quiet else logging.INFO)
+    try:
+        result = run(spec_path, path)
+    finally:
+        log.removeHandler(handler)
+    c = result.counts
+    if not c["pages"] and not c["skipped"]:
+        raise WorkspaceError(
+            f"{spec.name}: the workspace keeps no pages to read again (crawled with "
+            "store_responses: false, or not crawled yet); `framework crawl --fresh` "
+            "fetches them"
+        )
+    click.echo(
+        f"{spec.name}: reparsed {c['pages']} stored pages, no request made; items "
+        f"{c['items_new']} new, {c['items_changed']} changed, {c['items_unchanged']} unchanged;"
+        f" {c['rows_new']} new rows pending; {c['errors']} pages failed; "
+        f"{len(result.warnings)} warnings",
+        err=True,
+    )
+    if result.nothing_extracted:
+        raise Halted(
+            f"{spec.name}: the spec extracts nothing from the stored pages (see the warnings"
+            " and `framework status`); if that is expected, say `expect_empty: true`"
+        )
+    if c["newly_failed"]:
+        raise Halted(
+            f"{spec.name}: {c['newly_failed']} stored pages that were read before cannot be"
+            " read with this spec; see "
+            f"`framework status {spec.name}`, then fix the spec and reparse again"
+        )
+    return 0

@@ -1,0 +1,206 @@
+"""Found-nothing warnings and fill rates of one run (a crawl or a reparse).
+
+A selector that matches nothing is not an error of the page, so nothing else would
+say it: this module counts, per page kind, the pages read, the records kept and, per
+field, how many of them hold a value, and notes the ways a spec can come back empty:
+
+``each_empty``
+    a page whose ``each`` matched nothing (the last page of a "until empty"
+    pagination is the expected end, not a finding);
+``records_dropped``
+    records dropped for a missing required field;
+``page_all_dropped``
+    an ``each`` page whose records were all dropped (the row is ok: its links and
+    next pages were read, but it gave nothing);
+``kind_empty``
+    a kind that emits records, whose pages this run gave none (at the end);
+``field_empty``
+    a field empty in every record of its kind this run (at the end).
+
+A 100,000-page crawl must not write 100,000 warnings: each finding (its name, kind
+and field) is logged and recorded as one event the first time, then only counted; the
+run's summary (``run_finished`` / ``reparse_finished``) carries every finding with its
+count and its first few URLs, and the fill counts behind ``framework status``'s fill
+rates. It writes nothing itself: the caller hands it a logger and an event function.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from framework.workspace import redact_url
+
+EXAMPLES_MAX = 3  # URLs kept per finding
+FOUND_NOTHING_EVENT = "found_nothing"
+
+
+def filled(value: Any) -> bool:
+    """Whether a field holds a value: not null, "", [] or {} (a 0 or false is one)."""
+    return value is not None and value != "" and value != [] and value != {}
+
+
+@dataclass
+class Finding:
+    what: str
+    kind: str
+    fld: str | None = None  # "field" in its dict form
+    detail: str | None = None
+    count: int = 0
+    examples: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"what": self.what, "kind": self.kind}
+        if self.fld is not None:
+            out["field"] = self.fld
+        if self.detail is not None:
+            out["detail"] = self.detail
+        out["count"] = self.count
+        out["examples"] = list(self.examples)
+        return out
+
+
+@dataclass
+class _KindFill:
+    emits: bool = False
+    pages: int = 0
+    records: int = 0
+    fields: Counter[str] = field(default_factory=Counter)
+    seen: set[str] = field(default_factory=set)  # every field name met
+    urls: list[str] = field(default_factory=list)  # first pages read, as examples
+
+
+_MESSAGES = {
+    "each_empty": "`each` of {kind} matched nothing",
+    "records_dropped": "{kind} records dropped: missing required field(s) {detail}",
+    "page_all_dropped": "every record of a {kind} page was dropped (missing required fields)",
+    "kind_empty": "{kind} pages gave no records this run",
+    "field_empty": "field {field!r} of {kind} is empty in every record this run",
+}
+
+
+class Findings:
+    def __init__(self, event: Callable[..., None], log: logging.Logger) -> None:
+        self._event = event
+        self._log = log
+        self._found: dict[tuple[str, str, str | None, str | None], Finding] = {}
+        self._kinds: dict[str, _KindFill] = {}
+
+    # ------------------------------------------------------------------- pages
+    def page(
+        self,
+        kind: str,
+        url: str,
+        *,
+        emits: bool,
+        each: bool,
+        values: Iterable[Mapping[str, Any]],
+        dropped: int,
+        end_of_pages: bool,
+    ) -> None:
+        """One page of ``kind`` read: the values of the records it kept (the items of
+        an emitting kind) and how many it dropped. ``end_of_pages``: an empty page is the expected end of its list."""
+        fill = self._kinds.setdefault(kind, _KindFill())
+        fill.pages += 1
+        fill.emits = emits
+        if len(fill.urls) < EXAMPLES_MAX:
+            fill.urls.append(url)
+        kept = 0
+        for record in values:
+            kept += 1
+            if emits:  # fill rates are of the records that become items
+                fill.seen.update(record)
+                fill.fields.update(k for k, v in record.items() if filled(v))
+        if emits:
+            fill.records += kept
+        if each and kept == 0 and dropped == 0 and not end_of_pages:
+            self.note("each_empty", kind, url)
+        elif each and dropped and kept == 0:
+            self.note("page_all_dropped", kind, url)
+
+    def note(
+        self, what: str, kind: str, url: str, *, fld: str | None = None, detail: str | None = None
+    ) -> bool:
+        """Count a finding; log it and record its event the first time only (True)."""
+        key = (what, kind, fld, detail)
+        found = self._found.get(key)
+        first = found is None
+        if found is None:
+            found = self._found[key] = Finding(what, kind, fld, detail)
+        found.count += 1
+        if len(found.examples) < EXAMPLES_MAX:
+            found.examples.append(url)
+        if first:
+            self._log.warning(
+                "%s, e.g. at %s (said once; counted in the run's summary and `framework status`)",
+                _MESSAGES[what].format(kind=kind, field=fld, detail=detail),
+                redact_url(url),
+            )
+            self._event(
+                FOUND_NOTHING_EVENT,
+                what=what,
+                kind=kind,
+                **({"field": fld} if fld is not None else {}),
+                **({"detail": detail} if detail is not None else {}),
+                url=url,
+            )
+        return first
+
+    # --------------------------------------------------------------------- end
+    def finish(self, emitting: Iterable[str]) -> None:
+        """The end-of-run findings: emitting kinds that gave nothing, fields never filled."""
+        for kind in emitting:
+            fill = self._kinds.get(kind)
+            if fill is None or not fill.pages:
+                continue
+            if fill.records == 0:
+                self._announce("kind_empty", kind, None, fill.pages, fill.urls)
+                continue
+            for name in sorted(fill.seen):
+                if fill.fields[name] == 0:
+                    self._announce("field_empty", kind, name, fill.records, fill.urls)
+
+    def _announce(self, what: str, kind: str, fld: str | None, count: int, urls: list[str]) -> None:
+        # count: the pages (kind_empty) or records (field_empty) that gave nothing
+        self._found[(what, kind, fld, None)] = Finding(what, kind, fld, None, count, list(urls))
+        self._log.warning(
+            "%s (%d %s), e.g. at %s",
+            _MESSAGES[what].format(kind=kind, field=fld, detail=None),
+            count,
+            "pages" if what == "kind_empty" else "records",
+            redact_url(urls[0]),
+        )
+        self._event(
+            FOUND_NOTHING_EVENT,
+            what=what,
+            kind=kind,
+            **({"field": fld} if fld is not None else {}),
+            count=count,
+            examples=list(urls),
+        )
+
+    # ---------------------------------------------------------------- summary
+    def warnings(self) -> list[dict[str, Any]]:
+        return [f.as_dict() for f in self._found.values()]
+
+    def fill(self) -> dict[str, dict[str, Any]]:
+        """Per emitting kind read this run: pages, records kept, and per field the
+        records holding a value (the fill rate is that over ``records``)."""
+        return {
+            kind: {
+                "pages": f.pages,
+                "records": f.records,
+                "fields": {name: f.fields[name] for name in sorted(f.seen)},
+            }
+            for kind, f in sorted(self._kinds.items())
+            if f.emits
+        }
+
+    def records(self) -> int:
+        return sum(f.records for f in self._kinds.values())
+
+
+__all__ = ["EXAMPLES_MAX", "FOUND_NOTHING_EVENT", "Finding", "Findings", "filled"]

@@ -1,0 +1,107 @@
+"""The found-nothing and fill-rate sections of ``framework status``.
+
+The last crawl or reparse records its warnings and fill counts in its
+``run_finished`` / ``reparse_finished`` event (see :mod:`framework.crawl.findings`);
+the stored items' fill counts come from the store (:meth:`SqliteReader.fill_counts`).
+This module only shapes them into the report: a fill rate is the share of records
+with a value (not null, "", [] or {}), rounded to 3 places. It reads nothing itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+EXTRACTION_EVENTS = ("run_finished", "reparse_finished")
+
+
+def last_extraction(event: Mapping[str, Any]) -> dict[str, Any]:
+    """What status keeps of a run_finished / reparse_finished event (each field read
+    for its type: a hand-edited event reads as empty, not as a crash)."""
+    warnings = event.get("warnings")
+    fill = event.get("fill")
+    return {
+        "by": "reparse" if event.get("event") == "reparse_finished" else "crawl",
+        "time": event.get("time") if isinstance(event.get("time"), str) else None,
+        "warnings": [w for w in warnings if isinstance(w, dict)]
+        if isinstance(warnings, list)
+        else [],
+        "fill": fill if isinstance(fill, dict) else {},
+        "nothing_extracted": event.get("nothing_extracted") is True,
+    }
+
+
+def rates(counts: Mapping[str, Any]) -> dict[str, Any]:
+    """``{kind: {records, fields: {name: filled}}}`` -> the same with shares."""
+    out: dict[str, Any] = {}
+    for kind, entry in sorted(counts.items()):
+        if not isinstance(entry, Mapping):
+            continue
+        n = entry.get("records")
+        fields = entry.get("fields")
+        if not isinstance(n, int) or not isinstance(fields, Mapping):
+            continue
+        out[kind] = {
+            "records": n,
+            "fields": {
+                name: round(filled / n, 3) if n and isinstance(filled, int) else 0.0
+                for name, filled in sorted(fields.items())
+            },
+        }
+    return out
+
+
+def sections(extraction: Mapping[str, Any] | None, stored: Mapping[str, Any]) -> dict[str, Any]:
+    """The report's ``found_nothing`` and ``fill_rates`` sections."""
+    last = extraction or {}
+    return {
+        "found_nothing": {
+            "by": last.get("by"),
+            "time": last.get("time"),
+            "nothing_extracted": bool(last.get("nothing_extracted")),
+            "warnings": list(last.get("warnings", [])),
+        },
+        "fill_rates": {
+            "last_run": rates(last.get("fill", {})),
+            "stored": rates(stored),
+        },
+    }
+
+
+def render_lines(report: Mapping[str, Any]) -> list[str]:
+    """The text form of both sections, for ``framework status``."""
+    out: list[str] = []
+    found = report.get("found_nothing") or {}
+    warnings = found.get("warnings") or []
+    if found.get("nothing_extracted"):
+        out.append(f"the last {found.get('by')} extracted nothing: no item is stored")
+    if warnings:
+        out.append(f"warnings of the last {found.get('by')} ({found.get('time')}):")
+        for w in warnings:
+            what = w.get("what")
+            name = w.get("kind", "")
+            if w.get("field"):
+                name += f".{w['field']}"
+            if w.get("detail"):
+                name += f" ({w['detail']})"
+            examples = w.get("examples") or []
+            eg = f", e.g. {examples[0]}" if examples else ""
+            out.append(f"  {what} {name}: {w.get('count')}x{eg}")
+    fill = report.get("fill_rates") or {}
+    last, stored = fill.get("last_run") or {}, fill.get("stored") or {}
+    if last or stored:
+        out.append("fill rates (share of records with a value): last run / all stored items")
+        for kind in sorted(set(last) | set(stored)):
+            a, b = last.get(kind, {}), stored.get(kind, {})
+            out.append(f"  {kind}: {a.get('records', '-')} / {b.get('records', '-')} records")
+            fa, fb = a.get("fields", {}), b.get("fields", {})
+            for name in sorted(set(fa) | set(fb)):
+                out.append(f"    {name:<24} {_pct(fa.get(name))} / {_pct(fb.get(name))}")
+    return out
+
+
+def _pct(value: Any) -> str:
+    return f"{100 * value:5.1f}%" if isinstance(value, int | float) else "    -"
+
+
+__all__ = ["EXTRACTION_EVENTS", "last_extraction", "rates", "render_lines", "sections"]
