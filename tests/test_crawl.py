@@ -161,7 +161,10 @@ def test_scrapy_list_and_scrapy_crawl_run_the_same_spider(site, good_spec, tmp_p
 
 def test_safe_defaults_are_on(site, good_spec, tmp_path, crawl_cli):
     spec = good_spec("cases", site.url, tmp_path)
-    r = crawl_cli("crawl", str(spec), "--workspace", str(tmp_path / "ws"), "--max-requests", "3")
+    # -v: Scrapy's "Overridden settings" line is start-up boilerplate, hidden by default
+    r = crawl_cli(
+        "crawl", str(spec), "--workspace", str(tmp_path / "ws"), "--max-requests", "3", "-v"
+    )
     assert r.returncode == 3, r.stderr[-2000:]  # the cap is a checkpoint
     assert "'REMOTE_CONTROL_ENABLED': False" in r.stderr
     assert "'TELNETCONSOLE_ENABLED': False" in r.stderr
