@@ -120,7 +120,8 @@ def test_a_plain_crawl_of_the_js_site_finds_no_record(make_site, good_spec, tmp_
     spec.write_text(_drop_browser_blocks(spec.read_text(encoding="utf-8")), encoding="utf-8")
     assert "playwright" not in spec.read_text(encoding="utf-8")
     r = _crawl(spec, tmp_path / "ws")
-    assert r.returncode == 0, r.stderr[-3000:]
+    # a crawl that stores nothing needs a human (exit 4): here, a browser
+    assert r.returncode == EXIT_HALTED, r.stderr[-3000:]
     assert workspace_items(tmp_path / "ws") == {}
     assert site.hits("/js/cases") == 1
 
