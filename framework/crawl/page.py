@@ -175,7 +175,14 @@ class _CompiledFollow:
 
 
 class CompiledSubtab:
-    def __init__(self, kind: str, name: str, spec: SubtabSpec, guard: Guard) -> None:
+    def __init__(
+        self,
+        kind: str,
+        name: str,
+        spec: SubtabSpec,
+        guard: Guard,
+        languages: tuple[str, ...] = (),
+    ) -> None:
         self.kind = f"{kind}.{name}"
         self.name = name
         self.spec = spec
@@ -192,7 +199,9 @@ class CompiledSubtab:
             else None
         )
         is_json = spec.format is Format.JSON
-        self.fields = FieldExtractor(spec.fields, json=is_json) if spec.fields else None
+        self.fields = (
+            FieldExtractor(spec.fields, json=is_json, languages=languages) if spec.fields else None
+        )
         self.each_json = (
             compile_jsonpath(spec.each) if spec.each and spec.format is Format.JSON else None
         )
@@ -254,16 +263,22 @@ class CompiledKind:
         self.spec = kind
         self.guard = guard
         self.is_json = kind.format is Format.JSON
-        self.fields = FieldExtractor(kind.fields, json=self.is_json)
+        self.fields = FieldExtractor(kind.fields, json=self.is_json, languages=job.languages)
         self.id = (
-            FieldExtractor({"id": kind.id.model_copy(update={"required": True})}, json=self.is_json)
+            FieldExtractor(
+                {"id": kind.id.model_copy(update={"required": True})},
+                json=self.is_json,
+                languages=job.languages,
+            )
             if (kind.id is not None)
             else None
         )
         self.each_json = compile_jsonpath(kind.each) if kind.each and self.is_json else None
         self.each_xp = compile_selector(kind.each) if kind.each and not self.is_json else None
         self.follow = [_CompiledFollow(f.css, f.xpath, f.pattern, f.to, guard) for f in kind.follow]
-        self.subtabs = [CompiledSubtab(name, n, t, guard) for n, t in kind.subtabs.items()]
+        self.subtabs = [
+            CompiledSubtab(name, n, t, guard, job.languages) for n, t in kind.subtabs.items()
+        ]
         self.pagination: Pagination | None = kind.pagination
         self.next_json = (
             compile_jsonpath(kind.pagination.next)

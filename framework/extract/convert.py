@@ -14,22 +14,33 @@ Rules (documented in docs/spec-reference.md):
   a single ``,`` followed by exactly three digits is a thousands separator, any other
   single ``,`` a decimal mark; a single ``.`` is always a decimal mark; ``'``, spaces,
   NBSP and thin spaces group thousands. A leading ``-`` or Unicode minus (not one
-  joining a word, as in ``A-12``) or parentheses ``(1,234)`` make it negative. An
-  integer must be integral (``12.0`` -> 12).
+  joining a word, as in ``A-12``) makes it negative, and so do parentheses that enclose
+  the whole value (``(1,234)``, ``($1,234.00)``; a currency symbol or a three-letter code
+  may sit with the number), never parentheses around words (``In stock (15 available)``
+  is 15). An integer must be integral (``12.0`` -> 12). A ``count`` source gives a
+  whole number: a field whose only sources are ``count`` is an integer unless it says
+  otherwise.
 * boolean: yes/no, true/false, 1/0, on/off, y/n (any case).
 * date: ISO ``YYYY-MM-DD`` out. In: ISO (a datetime's date part too), the field's
   ``format`` (strptime), then ``DD.MM.YYYY``, ``DD/MM/YYYY``, ``YYYY/MM/DD``,
-  ``Month D, YYYY``, ``D Month YYYY`` (English month names, full or short).
+  ``Month D, YYYY``, ``D Month YYYY`` (English month names, full or short); then, only
+  when the field or job names ``languages:``, ``dateparser`` restricted to those
+  languages, absolute dates only (no "yesterday"), day, month and year all required.
 * datetime: ISO 8601 out. In: ISO (``Z`` allowed), ``format``, the date forms above
   with ``HH:MM[:SS]``, a date alone (midnight), or a JSON number (Unix seconds, UTC).
 * url: whitespace stripped; resolved against the page URL when ``absolute``.
+* price: ``{"amount": <number>, "currency": <str | None>}`` read by Zyte's
+  ``price-parser`` (its own separator rules; the currency as written: ``$``, ``EUR``,
+  ``Rp``); a JSON number is an amount without a currency. ``min``/``max`` bound the amount.
 """
 
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Callable
 from datetime import UTC, date, datetime
+from decimal import Decimal
 from typing import Any
 from urllib.parse import urljoin
 
@@ -37,11 +48,13 @@ __all__ = [
     "CONVERTERS",
     "ConversionError",
     "Normaliser",
+    "known_language",
     "to_boolean",
     "to_date",
     "to_datetime",
     "to_integer",
     "to_number",
+    "to_price",
     "to_string",
 ]
 
@@ -96,9 +109,32 @@ def to_string(value: Any, ctx: ConvertContext) -> Any:
 
 # a sign counts only when it does not join two words ("A-12" is not minus twelve)
 _NUM_TOKEN = re.compile(
-    r"\(?(?:(?<!\w)[-+\u2212])?\s?\d+(?:[.,]\d+|['\u00a0\u202f\u2009 ]\d{3}(?!\d))*"
+    r"(?:(?<!\w)[-+\u2212])?\s?\d+(?:[.,]\d+|['\u00a0\u202f\u2009 ]\d{3}(?!\d))*"
 )
 _GROUPING = str.maketrans("", "", "'\u00a0\u202f\u2009 ")
+_CODE = re.compile(r"[A-Z]{3}")
+
+
+def _money_only(text: str) -> bool:
+    """Nothing but spaces, currency symbols and at most one three-letter code: what may
+    stand beside an accounting amount inside or around its parentheses."""
+    rest = "".join(c for c in text if not (c.isspace() or unicodedata.category(c) == "Sc"))
+    return not rest or _CODE.fullmatch(rest) is not None
+
+
+def _accounting_negative(text: str, start: int, end: int) -> bool:
+    """Parentheses make a number negative only when they enclose the whole value: the
+    accounting ``(1,234)``, not ``In stock (15 available)`` nor ``Total 5 (approx)``."""
+    before, after = text[:start], text[end:]
+    open_at, close_at = before.rfind("("), after.find(")")
+    if open_at < 0 or close_at < 0:
+        return False
+    return (
+        _money_only(before[:open_at])
+        and _money_only(before[open_at + 1 :])
+        and _money_only(after[:close_at])
+        and _money_only(after[close_at + 1 :])
+    )
 
 
 def _parse_number(text: str) -> int | float:
@@ -106,10 +142,7 @@ def _parse_number(text: str) -> int | float:
     if m is None:
         raise ConversionError(f"no number in {text!r}")
     token = m.group(0)
-    negative = False
-    if token.startswith("("):
-        negative = text[m.end() :].lstrip().startswith(")") or text.rstrip().endswith(")")
-        token = token[1:]
+    negative = "(" in text and _accounting_negative(text, m.start(), m.end())
     token = token.translate(_GROUPING)
     if token[0] in "-+\u2212":
         negative = negative or token[0] != "+"
@@ -212,10 +245,47 @@ def to_date(value: Any, ctx: ConvertContext) -> str:
     except ValueError:
         pass
     found = _strptime_any(_ORDINAL.sub("", text), _DATE_FORMATS)
+    if found is None and ctx.languages:
+        found = _dateparser(ctx.languages, text)
     if found is None:
         expected = f"{ctx.date_format!r} or " if ctx.date_format else ""
         raise ConversionError(f"not a date: {value!r}; expected {expected}YYYY-MM-DD")
     return found.date().isoformat()
+
+
+# One parser per language set, built on first use: importing dateparser costs a
+# quarter of a second and its language data more, so a job that never needs it (ISO
+# dates, English dates, no `languages:`) never pays for it.
+_DATEPARSERS: dict[tuple[str, ...], Any] = {}
+_DATEPARSER_SETTINGS = {
+    # absolute dates only: "yesterday" or "2 days ago" would invent a day from the clock
+    "PARSERS": ["absolute-time"],
+    # "Januari 2024" has no day; dateparser would take today's, which the text never said
+    "REQUIRE_PARTS": ["day", "month", "year"],
+    "RETURN_AS_TIMEZONE_AWARE": False,
+}
+
+
+def _dateparser(languages: tuple[str, ...], text: str) -> datetime | None:
+    parser = _DATEPARSERS.get(languages)
+    if parser is None:
+        from dateparser.date import DateDataParser
+
+        parser = DateDataParser(languages=list(languages), settings=_DATEPARSER_SETTINGS)
+        _DATEPARSERS[languages] = parser
+    try:
+        found = parser.get_date_data(text).date_obj
+    except ValueError as exc:  # an unknown language code (the spec's models refuse it first)
+        raise ConversionError(str(exc)) from exc
+    return found if isinstance(found, datetime) else None
+
+
+def known_language(code: str) -> bool:
+    """Whether dateparser has this language (``id``, ``pt``, ``en``): the spec checks
+    ``languages:`` with it, so a typo fails before any request."""
+    from dateparser.data.languages_info import language_order
+
+    return code in language_order
 
 
 _DATETIME_FORMATS = tuple(d + t for d in ("%Y-%m-%d", *_DATE_FORMATS) for t in _TIME_SUFFIXES)
@@ -237,8 +307,11 @@ def to_datetime(value: Any, ctx: ConvertContext) -> str:
         found = _strptime_any(text, (ctx.date_format,))
         if found is not None:
             return found.isoformat()
-    text = _ORDINAL.sub("", text)
-    found = _strptime_any(text, _DATETIME_FORMATS) or _strptime_any(text, _DATE_FORMATS)
+    found = _strptime_any(_ORDINAL.sub("", text), _DATETIME_FORMATS) or _strptime_any(
+        _ORDINAL.sub("", text), _DATE_FORMATS
+    )
+    if found is None and ctx.languages:
+        found = _dateparser(ctx.languages, text)
     if found is None:
         raise ConversionError(f"not a date-time: {value!r}; expected ISO 8601")
     return found.isoformat()
@@ -253,15 +326,44 @@ def to_url(value: Any, ctx: ConvertContext) -> str:
     return text
 
 
+def _amount(value: Decimal | int | float) -> int | float:
+    if isinstance(value, Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    return value
+
+
+def to_price(value: Any, ctx: ConvertContext) -> dict[str, Any]:
+    if isinstance(value, bool):
+        raise ConversionError(f"not a price: {value!r}")
+    if isinstance(value, int | float):
+        return {"amount": value, "currency": None}
+    if not isinstance(value, str):
+        raise ConversionError(f"not a price: {value!r}")
+    from price_parser import Price  # light, but only jobs with prices need it
+
+    price = Price.fromstring(value)
+    if price.amount is None:
+        raise ConversionError(f"no price in {value!r}")
+    return {"amount": _amount(price.amount), "currency": price.currency}
+
+
 class ConvertContext:
     """What a converter may need beyond the value (set per field, base URL per call)."""
 
-    __slots__ = ("absolute", "base_url", "date_format")
+    __slots__ = ("absolute", "base_url", "date_format", "languages")
 
-    def __init__(self, *, date_format: str | None, absolute: bool, base_url: str = "") -> None:
+    def __init__(
+        self,
+        *,
+        date_format: str | None,
+        absolute: bool,
+        base_url: str = "",
+        languages: tuple[str, ...] = (),
+    ) -> None:
         self.date_format = date_format
         self.absolute = absolute
         self.base_url = base_url
+        self.languages = languages  # dateparser's, for dates the fixed forms miss
 
 
 CONVERTERS: dict[str, Callable[[Any, ConvertContext], Any]] = {
@@ -272,4 +374,5 @@ CONVERTERS: dict[str, Callable[[Any, ConvertContext], Any]] = {
     "date": to_date,
     "datetime": to_datetime,
     "url": to_url,
+    "price": to_price,
 }

@@ -581,7 +581,9 @@ class CompiledField:
         "sources",
     )
 
-    def __init__(self, name: str, spec: FieldSpec, json: bool = False) -> None:
+    def __init__(
+        self, name: str, spec: FieldSpec, json: bool = False, languages: tuple[str, ...] = ()
+    ) -> None:
         self.name = name
         self.required = spec.required
         self.default = spec.default
@@ -599,14 +601,18 @@ class CompiledField:
         type_name = spec.type.value
         self._convert = None if type_name == "string" else CONVERTERS[type_name]
         self._needs_base = type_name == "url"
-        self._ctx = ConvertContext(date_format=spec.date_format, absolute=spec.absolute)
+        self._ctx = ConvertContext(
+            date_format=spec.date_format,
+            absolute=spec.absolute,
+            languages=spec.languages or languages,  # the field's own, else the job's
+        )
         self._child: FieldExtractor | None = None
         self._each_xp: etree.XPath | None = None
         self._each_json: JsonPath | None = None
         self._each_label = spec.each or ""
         if spec.fields is not None and spec.each is not None:
             # The page's format says what `each` is (validation checks it the same way).
-            self._child = FieldExtractor(spec.fields, json=json)
+            self._child = FieldExtractor(spec.fields, json=json, languages=languages)
             if json or spec.each.lstrip().startswith("$"):  # "$..." is never a selector
                 self._each_json = compile_jsonpath(spec.each)
             else:
@@ -621,10 +627,11 @@ class CompiledField:
         if self._needs_base:
             ctx.base_url = url
         value = self._convert(value, ctx)
-        if (self.min is not None and value < self.min) or (
-            self.max is not None and value > self.max
-        ):
-            raise ConversionError(f"{value!r} is outside [{self.min}, {self.max}]")
+        if self.min is not None or self.max is not None:
+            # a price is bounded by its amount
+            n = value["amount"] if isinstance(value, dict) else value
+            if (self.min is not None and n < self.min) or (self.max is not None and n > self.max):
+                raise ConversionError(f"{n!r} is outside [{self.min}, {self.max}]")
         return value
 
     def run(self, scope: Scope) -> tuple[int, Any, int]:
@@ -681,10 +688,19 @@ class FieldExtractor:
 
     __slots__ = ("_fields",)
 
-    def __init__(self, fields: Mapping[str, FieldSpec], *, json: bool = False) -> None:
+    def __init__(
+        self,
+        fields: Mapping[str, FieldSpec],
+        *,
+        json: bool = False,
+        languages: tuple[str, ...] = (),
+    ) -> None:
         """``json``: the records are JSON values (a ``format: json`` page or tab), so a
-        nested group's ``each`` is a JSON path; else a CSS/XPath selector."""
-        self._fields = tuple(CompiledField(name, spec, json) for name, spec in fields.items())
+        nested group's ``each`` is a JSON path; else a CSS/XPath selector. ``languages``:
+        the job's, for date fields that name none."""
+        self._fields = tuple(
+            CompiledField(name, spec, json, languages) for name, spec in fields.items()
+        )
 
     def extract(self, scope: Scope) -> Extraction:
         values: dict[str, Any] = {}

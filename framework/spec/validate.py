@@ -280,7 +280,8 @@ class _Checker:
             return
         if not isinstance(raw, dict):
             return
-        type_ = raw.get("type", "string")
+        counts_only = [k for k in SOURCE_KEYS if k in raw] == ["count"]
+        type_ = raw.get("type", "integer" if counts_only else "string")
         for key in SOURCE_KEYS:
             if key not in raw:
                 continue
@@ -308,10 +309,18 @@ class _Checker:
                     "e.g. %d.%m.%Y",
                 )
         for key in ("min", "max"):
-            if key in raw and type_ not in ("integer", "number"):
+            if key in raw and type_ not in ("integer", "number", "price"):
                 self.add(
-                    (*path, key), f"`{key}` on a field of type {type_}", "type integer or number"
+                    (*path, key),
+                    f"`{key}` on a field of type {type_}",
+                    "type integer, number or price",
                 )
+        if raw.get("languages") and type_ not in ("date", "datetime"):
+            self.add(
+                (*path, "languages"),
+                f"`languages` on a field of type {type_}",
+                "type date or datetime",
+            )
         lo, hi = raw.get("min"), raw.get("max")
         if isinstance(lo, int | float) and isinstance(hi, int | float) and lo > hi:
             self.add((*path, "max"), f"max {hi} is below min {lo}", "min <= max")
