@@ -239,3 +239,29 @@ def _lines(ws: Path) -> list[dict[str, Any]]:
         return url_log(ws)
     except FileNotFoundError:
         return []
+
+
+def test_a_refused_connection_is_typed_connect(tmp_path):
+    import socket
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    spec = tmp_path / "projects" / "js-down" / "job.yaml"
+    spec.parent.mkdir(parents=True)
+    spec.write_text(
+        "name: js-down\nsource_type: demo\n"
+        f'start_urls: ["http://127.0.0.1:{port}/js/cases"]\n'
+        'render: playwright\nmax_attempts: 1\ndetail:\n  id: "#case-number::text"\n',
+        encoding="utf-8",
+    )
+    ws = tmp_path / "ws"
+    r = _crawl(spec, ws)
+    # typed as for plain pages, so the host-down stop applies too: come back later
+    assert r.returncode == 3, r.stderr[-3000:]
+    assert "host_down" in r.stderr
+    with Workspace.open(ws, create=False, readonly=True) as w:
+        (row,) = list(w.store.iter_rows())
+    assert row.status is RowStatus.ERROR
+    assert row.last_error_kind is ErrorKind.CONNECT, row.last_error
+    assert "ERR_CONNECTION_REFUSED" in (row.last_error or "")

@@ -197,3 +197,24 @@ def test_a_page_is_retired_after_its_uses():
         assert (pool.created, pool.reused, pool.retired, pool.discarded) == (2, 1, 1, 0)
 
     asyncio.run(scenario())
+
+
+@pytest.mark.parametrize(
+    ("message", "kind"),
+    [
+        ("Page.goto: net::ERR_CONNECTION_REFUSED at http://127.0.0.1:9/", "connect"),
+        ("Page.goto: net::ERR_NAME_NOT_RESOLVED at http://nowhere.invalid/", "dns"),
+        ("Page.goto: net::ERR_TIMED_OUT at http://10.255.255.1/", "timeout"),
+    ],
+)
+def test_browser_network_errors_are_typed_like_plain_ones(message, kind):
+    actions = pytest.importorskip("framework_playwright.actions")
+    failure = actions.navigation_failure(message)
+    assert failure is not None
+    assert failure.error_kind.value == kind
+    assert str(failure).startswith("net::ERR_")
+
+
+def test_other_browser_errors_stay_as_they_are():
+    actions = pytest.importorskip("framework_playwright.actions")
+    assert actions.navigation_failure("Target page, context or browser has been closed") is None

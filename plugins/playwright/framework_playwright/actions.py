@@ -20,7 +20,13 @@ from framework.workspace import ErrorKind
 if TYPE_CHECKING:
     from playwright.async_api import Page
 
-__all__ = ["CHANGE_TIMEOUT", "RenderTimeout", "run_actions"]
+__all__ = [
+    "CHANGE_TIMEOUT",
+    "NavigationFailed",
+    "RenderTimeout",
+    "navigation_failure",
+    "run_actions",
+]
 
 CHANGE_TIMEOUT = 10.0  # seconds a click without `wait_for` waits for the page to change
 
@@ -43,6 +49,36 @@ class RenderTimeout(Exception):
     "Timeout" in the name is how the crawl's classifier reads it without that)."""
 
     error_kind = ErrorKind.TIMEOUT
+
+
+class NavigationFailed(Exception):
+    """The browser could not load the page; ``error_kind`` says how, as for plain pages."""
+
+    def __init__(self, error_kind: ErrorKind, note: str) -> None:
+        super().__init__(note)
+        self.error_kind = error_kind
+
+
+# Chromium's net:: errors, as the crawl types the same failures of plain requests.
+_NET_ERRORS = (
+    ("ERR_NAME_NOT_RESOLVED", ErrorKind.DNS),
+    ("ERR_NAME_RESOLUTION_FAILED", ErrorKind.DNS),
+    ("ERR_CONNECTION_REFUSED", ErrorKind.CONNECT),
+    ("ERR_CONNECTION_RESET", ErrorKind.CONNECT),
+    ("ERR_CONNECTION_CLOSED", ErrorKind.CONNECT),
+    ("ERR_EMPTY_RESPONSE", ErrorKind.CONNECT),
+    ("ERR_ADDRESS_UNREACHABLE", ErrorKind.CONNECT),
+    ("ERR_CONNECTION_TIMED_OUT", ErrorKind.TIMEOUT),
+    ("ERR_TIMED_OUT", ErrorKind.TIMEOUT),
+)
+
+
+def navigation_failure(message: str) -> NavigationFailed | None:
+    """A typed failure for a Playwright error message naming a net:: error, else None."""
+    for code, kind in _NET_ERRORS:
+        if f"net::{code}" in message:
+            return NavigationFailed(kind, f"net::{code}")
+    return None
 
 
 async def run_actions(page: Page, options: RenderOptions) -> None:

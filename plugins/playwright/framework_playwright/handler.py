@@ -21,9 +21,11 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any
 
+from playwright.async_api import Error as PlaywrightError
 from scrapy import Spider
 from scrapy_playwright.handler import ScrapyPlaywrightDownloadHandler
 
+from framework_playwright.actions import navigation_failure
 from framework_playwright.browser import find_chromium
 from framework_playwright.pool import PagePool, close_page
 
@@ -77,6 +79,15 @@ class RenderingHandler(ScrapyPlaywrightDownloadHandler):
 
     async def _download_request(self, request: Request, spider: Spider | None = None) -> Response:
         await self._launched()
+        try:
+            return await self._render(request, spider)
+        except PlaywrightError as exc:
+            typed = navigation_failure(str(exc))
+            if typed is None:
+                raise
+            raise typed from None  # a refused connection is `connect`, as for plain pages
+
+    async def _render(self, request: Request, spider: Spider | None) -> Response:
         if not self.reuse:
             return await super()._download_request(request, spider)
         spider = spider or self._crawler.spider
