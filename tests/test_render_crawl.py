@@ -265,3 +265,22 @@ def test_a_refused_connection_is_typed_connect(tmp_path):
     assert row.status is RowStatus.ERROR
     assert row.last_error_kind is ErrorKind.CONNECT, row.last_error
     assert "ERR_CONNECTION_REFUSED" in (row.last_error or "")
+
+
+def test_a_load_more_button_clicked_until_it_is_gone(make_site, good_spec, tmp_path):
+    site = make_site(cases=25)
+    spec = good_spec("js_scroll", site.url, tmp_path)
+    text = spec.read_text(encoding="utf-8")
+    text = text.replace("/js/scroll", "/js/more").replace(
+        "scroll: {times: 50, pause: 2}", 'click: {selector: "button.more", times: 50}'
+    )
+    assert "/js/more" in text
+    assert "button.more" in text
+    spec.write_text(text, encoding="utf-8")
+    r = _crawl(spec, tmp_path / "ws")
+    assert r.returncode == EXIT_HALTED, r.stderr[-3000:]
+    # 27 rows, ten per click: every detail page was found, so every record is there
+    _assert_same_records(_by_id(tmp_path / "ws"), site.truth.records())
+    with Workspace.open(tmp_path / "ws", create=False, readonly=True) as w:
+        (listing,) = [row for row in w.store.iter_rows() if row.kind == "list"]
+    assert listing.status is RowStatus.OK, listing.last_error

@@ -9,7 +9,8 @@ Owns the routes a crawl with ``render: playwright`` reads (``tests/specs/good/js
 * ``/js/cases/<id>/tab/hearings``: a tab that loads on click (a script fetches
   ``/cases/<id>/tab/hearings`` and writes it into ``#panel``); the case whose hearings
   tab always fails answers 500 here too;
-* ``/js/scroll``: every list row on one page that grows on scroll, :data:`BATCH` rows at a time.
+* ``/js/scroll``: every list row on one page that grows on scroll, :data:`BATCH` rows at a time;
+* ``/js/more``: the same list growing by a "Load more" button, removed once all is shown.
 
 Records match :meth:`framework.demo.truth.Truth.records` field by field. Markup of the
 detail page comes from :mod:`.pages`; this module knows nothing of sockets or counters.
@@ -81,6 +82,29 @@ _SCROLL = """<style>table.cases tr { height: 120px; }</style>
 </script>"""
 
 
+_MORE = """<h1>All cases</h1>
+<table class="cases"><thead><tr><th>No</th><th>Case</th><th>Court</th><th>Status</th></tr>
+</thead><tbody></tbody></table>
+<button class="more">Load more</button>
+<script>
+(function () {
+  var rows = JSON.parse(new TextDecoder().decode(
+    Uint8Array.from(atob("%s"), function (c) { return c.charCodeAt(0); })));
+  var shown = 0, body = document.querySelector("table.cases tbody");
+  var button = document.querySelector("button.more");
+  function more() {
+    setTimeout(function () {
+      body.insertAdjacentHTML("beforeend", rows.slice(shown, shown + %d).join(""));
+      shown = Math.min(shown + %d, rows.length);
+      if (shown >= rows.length) button.remove();
+    }, %d);
+  }
+  button.addEventListener("click", more);
+  more();
+})();
+</script>"""
+
+
 def js_routes(data: Dataset, base: str) -> dict[str, Page]:
     """The ``/js/`` routes of a site (``base`` is unused: every link here is root-relative)."""
     routes: dict[str, Page] = {}
@@ -105,6 +129,7 @@ def js_routes(data: Dataset, base: str) -> dict[str, Page]:
     routes["GET /js/scroll"] = _doc(
         "All cases", _SCROLL % (_b64(every_row), BATCH, BATCH, DELAY_MS)
     )
+    routes["GET /js/more"] = _doc("All cases", _MORE % (_b64(every_row), BATCH, BATCH, DELAY_MS))
     return routes
 
 
