@@ -19,6 +19,7 @@ It reads the workspace only through the running crawl's own store, and never wri
 
 from __future__ import annotations
 
+import atexit
 import logging
 import sys
 import time
@@ -257,6 +258,9 @@ class Progress:
                 self._moved.append((handler, handler.stream))
                 handler.setStream(sys.stderr)
         self._live = live
+        # a forced stop (a second Ctrl-C) skips engine_stopped: the terminal still gets
+        # its cursor back when the process ends
+        atexit.register(self._stop_live)
 
     def _stop_live(self) -> None:
         for handler, stream in self._moved:
