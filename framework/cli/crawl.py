@@ -25,6 +25,12 @@ def _setting(values: tuple[str, ...]) -> dict[str, str]:
 @click.option("--max-requests", type=click.IntRange(min=1), help="stop after N requests (exit 3)")
 @click.option("--stop-on-429", is_flag=True, help="stop at the first 429 (exit 3)")
 @click.option(
+    "--no-store-responses",
+    "no_store",
+    is_flag=True,
+    help="do not keep the pages' bodies (`framework reparse` then has nothing to read)",
+)
+@click.option(
     "-s", "--set", "settings", multiple=True, metavar="NAME=VALUE", help="a Scrapy setting"
 )
 @click.option(
@@ -47,6 +53,7 @@ def crawl(
     fresh: bool,
     max_requests: int | None,
     stop_on_429: bool,
+    no_store: bool,
     settings: tuple[str, ...],
     output: tuple[str, ...],
     overwrite: tuple[str, ...],
@@ -76,6 +83,8 @@ def crawl(
         overrides["JOBDIR"] = workspace
     if max_requests:
         overrides["FRAMEWORK_MAX_REQUESTS"] = max_requests
+    if no_store:
+        overrides["FRAMEWORK_STORE_RESPONSES"] = False
     if stop_on_429:
         overrides["FRAMEWORK_STOP_ON_429"] = True
     if quiet and verbose:

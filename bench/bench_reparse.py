@@ -1,0 +1,212 @@
+"""`framework reparse` vs a fresh crawl of the same pages, and what storing responses costs.
+
+Starts the demo site (``python -m framework.demo.site --cases N --no-edge-cases``) once,
+then, round by round (alternating, so drift on a shared machine hits every variant
+alike), with the job bench/specs/bench.yaml:
+
+* ``crawl-store``    ``framework crawl`` into a fresh workspace, responses stored (default)
+* ``crawl-nostore``  the same with ``-s FRAMEWORK_STORE_RESPONSES=False``
+* ``reparse``        ``framework reparse`` of the workspace ``crawl-store`` just filled:
+  the same pages, the same spec, no request (the site's counter must stay at 0)
+
+Reported: median wall and CPU seconds (user+system of the child: robust to a loaded
+machine, which wall time is not), the reparse speed-up over the crawl that stored the
+pages, the crawl's CPU with storing over without, and the disk the stored responses take
+per 1,000 pages (compressed bodies, and the state file with and without them). Each
+reparse must find every stored page and change no item (same spec, same pages).
+
+    .venv/bin/python bench/bench_reparse.py [--cases 9091] [--rounds 3]
+
+Loopback only; the site and every child are stopped at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shlex
+import shutil
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "bench"))
+
+from bench_spider import SAME, SPEC, Site, setting_args  # noqa: E402
+
+CLI = [sys.executable, "-c", "import sys; from framework.cli import main; sys.exit(main())"]
+VARIANTS = ("crawl-store", "crawl-nostore", "reparse")
+
+
+@dataclass
+class Run:
+    variant: str
+    wall: float
+    cpu: float
+    served: int  # requests the site answered during the run
+    exit_code: int
+    workspace: Path
+
+
+def run_once(variant: str, site: Site, work: Path, n: int, last_store: Path | None) -> Run:
+    project = work / "project"
+    job = project / "projects" / "bench" / "job.yaml"
+    if not job.exists():
+        job.parent.mkdir(parents=True)
+        job.write_text(SPEC.read_text().replace("{base}", site.url))
+    env = {**os.environ, "FRAMEWORK_HOME": str(project)}
+    if variant == "reparse":
+        assert last_store is not None
+        workspace = last_store
+        argv = [*CLI, "reparse", "bench", "--workspace", str(workspace), "-q"]
+    else:
+        workspace = work / f"{variant}-{n}"
+        argv = [*CLI, "crawl", "bench", "--workspace", str(workspace), "-q"]
+        argv += setting_args({k: v for k, v in SAME.items() if k != "LOG_LEVEL"})
+        if variant == "crawl-nostore":
+            argv += ["-s", "FRAMEWORK_STORE_RESPONSES=False"]
+    site.reset()
+    child0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.monotonic()
+    with (work / f"{variant}-{n}.log").open("w") as log:
+        proc = subprocess.run(argv, cwd=project, env=env, stdout=log, stderr=log, check=False)
+    wall = time.monotonic() - started
+    child1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (child1.ru_utime - child0.ru_utime) + (child1.ru_stime - child0.ru_stime)
+    return Run(variant, wall, cpu, site.served(), proc.returncode, workspace)
+
+
+def last_event(workspace: Path, name: str) -> dict:
+    found: dict = {}
+    with open(workspace / "events.jsonl", encoding="utf-8") as fh:
+        for line in fh:
+            event = json.loads(line)
+            if event.get("event") == name:
+                found = event
+    return found
+
+
+def disk(workspace: Path) -> tuple[int, int, int]:
+    """(stored responses, their compressed bytes, the state file's bytes)."""
+    state = workspace / "state.sqlite"
+    with sqlite3.connect(state) as conn:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        n, size = conn.execute("SELECT count(*), coalesce(sum(size), 0) FROM responses").fetchone()
+    return int(n), int(size), state.stat().st_size
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--cases", type=int, default=9091, help="detail pages (+ a tenth)")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--keep", action="store_true", help="keep the work folder")
+    args = parser.parse_args()
+    command = ".venv/bin/python bench/bench_reparse.py " + " ".join(
+        shlex.quote(a) for a in sys.argv[1:]
+    )
+    work = Path(tempfile.mkdtemp(prefix="bench-reparse-"))
+    site = Site(args.cases)
+    runs: dict[str, list[Run]] = {v: [] for v in VARIANTS}
+    checks: list[str] = []
+    try:
+        for n in range(args.rounds):
+            stored: Path | None = None
+            for variant in VARIANTS:
+                run = run_once(variant, site, work, n, stored)
+                runs[variant].append(run)
+                if variant == "crawl-store":
+                    stored = run.workspace
+                extra = ""
+                if variant == "reparse":
+                    done = last_event(run.workspace, "reparse_finished").get("counts", {})
+                    crawled = last_event(run.workspace, "run_finished").get("counts", {})
+                    extra = (
+                        f" pages={done.get('pages')} changed={done.get('items_changed')}"
+                        f" new={done.get('items_new')}"
+                    )
+                    if (
+                        run.served
+                        or done.get("pages") != crawled.get("ok")
+                        or any(
+                            done.get(k)
+                            for k in ("items_changed", "items_new", "rows_new", "errors")
+                        )
+                    ):
+                        checks.append(f"round {n + 1}: reparse not equivalent: {done}")
+                print(
+                    f"round {n + 1} {run.variant:<14} {run.wall:7.2f}s cpu={run.cpu:6.2f}s "
+                    f"served={run.served} exit={run.exit_code}{extra}",
+                    flush=True,
+                )
+        n_store, size_store, state_store = disk(runs["crawl-store"][-1].workspace)
+        _, _, state_nostore = disk(runs["crawl-nostore"][-1].workspace)
+    finally:
+        site.stop()
+    print()
+    print(f"command: {command}")
+    print(
+        f"site: {args.cases} cases ({args.cases + -(-args.cases // 10)} pages), {site.url}; "
+        f"machine: {os.cpu_count()} cores, shared with other work; python "
+        f"{sys.version.split()[0]}"
+    )
+    print()
+    print("| variant | median wall s | median CPU s | requests served | failed runs |")
+    print("| --- | ---: | ---: | ---: | ---: |")
+    med: dict[str, dict[str, float]] = {}
+    for name, rs in runs.items():
+        med[name] = {
+            "wall": statistics.median(r.wall for r in rs),
+            "cpu": statistics.median(r.cpu for r in rs),
+        }
+        served = statistics.median(r.served for r in rs)
+        failed = sum(1 for r in rs if r.exit_code != 0)
+        print(
+            f"| {name} | {med[name]['wall']:.2f} | {med[name]['cpu']:.2f} | {served:.0f} "
+            f"| {failed} |"
+        )
+    print()
+    store, nostore, reparse = (runs[v] for v in VARIANTS)
+    paired_wall = statistics.median(c.wall / r.wall for c, r in zip(store, reparse, strict=True))
+    paired_cpu = statistics.median(c.cpu / r.cpu for c, r in zip(store, reparse, strict=True))
+    cost_cpu = statistics.median(a.cpu / b.cpu for a, b in zip(store, nostore, strict=True))
+    cost_wall = statistics.median(a.wall / b.wall for a, b in zip(store, nostore, strict=True))
+    print(
+        f"reparse speed-up over the crawl (median of per-round ratios): wall "
+        f"{paired_wall:.1f}x, CPU {paired_cpu:.1f}x"
+    )
+    print(
+        f"cost of storing responses (crawl-store / crawl-nostore, median of per-round "
+        f"ratios): CPU {cost_cpu:.3f}x, wall {cost_wall:.3f}x"
+    )
+    per_k = 1000 / n_store if n_store else 0.0
+    print(
+        f"disk per 1,000 pages: {size_store * per_k / 2**20:.2f} MB of compressed bodies "
+        f"({n_store} stored); state.sqlite {state_store * per_k / 2**20:.2f} MB with, "
+        f"{state_nostore * per_k / 2**20:.2f} MB without"
+    )
+    print(
+        "checks: "
+        + (
+            "; ".join(checks)
+            if checks
+            else "every reparse fetched nothing, read every stored page and changed no item"
+        )
+    )
+    if args.keep:
+        print(f"work folder kept: {work}")
+    else:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

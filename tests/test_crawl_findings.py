@@ -1,0 +1,175 @@
+"""Found-nothing warnings (framework.crawl.findings) and what a crawl does with them:
+said once and counted, a crawl that stores nothing exits 4 unless the spec expects it;
+storing responses can be turned off and has a budget."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from framework.crawl.findings import Findings, filled
+from framework.workspace import Workspace
+from tests.fixtures.crawl import events
+
+EXIT_OK, EXIT_USAGE, EXIT_HALTED = 0, 2, 4
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.events: list[dict[str, Any]] = []
+
+    def __call__(self, name: str, **data: Any) -> None:
+        self.events.append({"event": name, **data})
+
+
+def test_filled_values() -> None:
+    assert [filled(v) for v in (None, "", [], {})] == [False] * 4
+    assert [filled(v) for v in (0, False, "x", [None], {"a": 1})] == [True] * 5
+
+
+def test_a_finding_is_said_once_and_counted_with_a_few_urls(caplog) -> None:
+    rec = Recorder()
+    found = Findings(rec, logging.getLogger("test.findings"))
+    with caplog.at_level(logging.WARNING, "test.findings"):
+        for i in range(1000):
+            found.page(
+                "list",
+                f"http://h/{i}",
+                emits=True,
+                each=True,
+                values=[],
+                dropped=0,
+                end_of_pages=False,
+            )
+    assert len(rec.events) == 1
+    assert rec.events[0]["what"] == "each_empty"
+    assert rec.events[0]["url"] == "http://h/0"
+    assert len(caplog.records) == 1
+    (summary,) = found.warnings()
+    assert summary["count"] == 1000
+    assert summary["examples"] == ["http://h/0", "http://h/1", "http://h/2"]
+
+
+def test_the_expected_end_of_a_list_and_pages_that_dropped_records() -> None:
+    rec = Recorder()
+    found = Findings(rec, logging.getLogger("test.findings"))
+    found.page("list", "u1", emits=True, each=True, values=[], dropped=0, end_of_pages=True)
+    found.page("list", "u2", emits=True, each=True, values=[], dropped=3, end_of_pages=False)
+    assert [e["what"] for e in rec.events] == ["page_all_dropped"]
+
+
+def test_empty_fields_and_kinds_at_the_end_with_fill_counts() -> None:
+    rec = Recorder()
+    found = Findings(rec, logging.getLogger("test.findings"))
+    for i in range(5):
+        values = [{"title": f"t{i}", "court": None, "tags": []}]
+        found.page(
+            "detail", f"d{i}", emits=True, each=False, values=values, dropped=0, end_of_pages=False
+        )
+    found.page("other", "o1", emits=True, each=False, values=[], dropped=1, end_of_pages=False)
+    found.page(
+        "list", "l1", emits=False, each=True, values=[{"carry": "x"}], dropped=0, end_of_pages=False
+    )
+    found.finish(["detail", "other"])
+    got = {(e["what"], e["kind"], e.get("field")): e for e in rec.events}
+    assert set(got) == {
+        ("field_empty", "detail", "court"),
+        ("field_empty", "detail", "tags"),
+        ("kind_empty", "other", None),
+    }
+    assert got[("field_empty", "detail", "court")]["count"] == 5
+    assert got[("field_empty", "detail", "court")]["examples"] == ["d0", "d1", "d2"]
+    assert found.fill() == {
+        "detail": {"pages": 5, "records": 5, "fields": {"court": 0, "tags": 0, "title": 5}},
+        "other": {"pages": 1, "records": 0, "fields": {}},
+    }
+
+
+# ------------------------------------------------------------------ through the CLI
+def _api_spec(good_spec, site_url: str, root: Path, *, each: str, extra: str = "") -> Path:
+    spec = good_spec("api", site_url, root)
+    text = spec.read_text().replace('each: "$.items[*]"', f'each: "{each}"')
+    spec.write_text(text + extra)
+    return spec
+
+
+def test_a_crawl_that_extracts_nothing_exits_4_unless_expected(
+    site, good_spec, tmp_path, crawl_cli
+) -> None:
+    spec = _api_spec(good_spec, site.url, tmp_path, each="$.rows[*]")  # the site has items
+    ws = tmp_path / "ws"
+    r = crawl_cli("crawl", str(spec), "--workspace", str(ws), "-q")
+    assert r.returncode == EXIT_HALTED, r.stderr[-3000:]
+    assert "`each` of list matched nothing" in r.stderr
+    assert "extracted nothing" in r.stderr
+    assert "expect_empty: true" in r.stderr
+    assert "Traceback" not in r.stderr
+    finished = events(ws)[-1]
+    assert finished["exit_code"] == EXIT_HALTED
+    assert finished["nothing_extracted"] is True
+    assert [w["what"] for w in finished["warnings"]] == ["each_empty", "kind_empty"]
+
+    expected = _api_spec(
+        good_spec, site.url, tmp_path / "b", each="$.rows[*]", extra="expect_empty: true\n"
+    )
+    r = crawl_cli("crawl", str(expected), "--workspace", str(tmp_path / "ws2"), "-q")
+    assert r.returncode == EXIT_OK, r.stderr[-3000:]
+    assert "`each` of list matched nothing" in r.stderr  # still said
+
+
+def test_responses_not_stored_when_turned_off_and_reparse_says_so(
+    site, good_spec, tmp_path, crawl_cli
+) -> None:
+    spec = good_spec("api", site.url, tmp_path)
+    ws = tmp_path / "ws"
+    r = crawl_cli(
+        "crawl", str(spec), "--workspace", str(ws), "-q", "-s", "FRAMEWORK_STORE_RESPONSES=False"
+    )
+    assert r.returncode == EXIT_OK, r.stderr[-3000:]
+    with Workspace.open(ws, create=False, readonly=True) as w:
+        assert w.store.responses_size() == (0, 0)
+        assert w.store.item_counts()["complete"] > 0
+    r = crawl_cli("reparse", str(spec), "--workspace", str(ws))
+    assert r.returncode == EXIT_USAGE
+    assert "keeps no pages" in r.stderr
+
+    off = good_spec("api", site.url, tmp_path / "b")
+    off.write_text(off.read_text() + "store_responses: false\n")
+    r = crawl_cli("crawl", str(off), "--workspace", str(tmp_path / "ws2"), "-q")
+    assert r.returncode == EXIT_OK, r.stderr[-3000:]
+    with Workspace.open(tmp_path / "ws2", create=False, readonly=True) as w:
+        assert w.store.responses_size() == (0, 0)
+
+    r = crawl_cli("crawl", str(spec), "--workspace", str(tmp_path / "ws3"), "-q")
+    assert r.returncode == EXIT_OK, r.stderr[-3000:]
+    r = crawl_cli("crawl", str(spec), "--workspace", str(tmp_path / "ws4"), "-q",
+                  "--no-store-responses")  # fmt: skip
+    assert r.returncode == EXIT_OK, r.stderr[-3000:]
+    with Workspace.open(tmp_path / "ws3", create=False, readonly=True) as w:
+        assert w.store.responses_size()[0] > 0  # on by default
+    with Workspace.open(tmp_path / "ws4", create=False, readonly=True) as w:
+        assert w.store.responses_size() == (0, 0)
+
+
+@pytest.mark.parametrize("budget", ["0.0001"])
+def test_past_the_budget_storing_stops_and_says_so_once(
+    site, good_spec, tmp_path, crawl_cli, budget
+) -> None:
+    spec = good_spec("api", site.url, tmp_path)
+    ws = tmp_path / "ws"
+    r = crawl_cli(
+        "crawl", str(spec), "--workspace", str(ws), "-q",
+        "-s", f"FRAMEWORK_RESPONSES_BUDGET_MB={budget}",
+    )  # fmt: skip
+    assert r.returncode == EXIT_OK, r.stderr[-3000:]
+    assert r.stderr.count("FRAMEWORK_RESPONSES_BUDGET_MB") == 1
+    reached = [e for e in events(ws) if e["event"] == "responses_budget_reached"]
+    assert len(reached) == 1
+    with Workspace.open(ws, create=False, readonly=True) as w:
+        stored, _ = w.store.responses_size()
+        ok = sum(n.get("ok", 0) for n in w.store.row_counts().values())
+    assert stored == 1  # 105 bytes of budget: the first page reaches it
+    assert ok > 1
