@@ -5,8 +5,11 @@ dedupe-key order (bounded memory: the store pages them, the side index answers "
 delivered?" per key), decide per item (ship / skip / hold), group items into units of
 ``batch_size``, hand units to a thread pool of ``concurrency`` deliverers (never two
 in-flight deliveries of one key), count final outcomes, trip the error-rate breaker,
-honour ``--max-items`` and SIGINT/SIGTERM, append ``ship_started``/``ship_finished`` to
-``events.jsonl`` and print a summary. The verdict of the run is its return (drained) or
+honour ``--max-items`` and SIGINT/SIGTERM (the first lets what is in flight finish and
+names it, a second aborts the wait), append ``ship_started``/``ship_finished`` to
+``events.jsonl`` and print a summary; a run that rejected anything ends in
+:class:`Rejected` (exit 4). Everything it prints or stores passes one
+:class:`~framework_ship.mask.Masker`. The verdict of the run is its return (drained) or
 a raised :class:`Checkpoint` / :class:`Halted`; it never calls ``sys.exit``.
 HTTP, retries and the log format belong to :mod:`client`, :mod:`deliver`, :mod:`shiplog`.
 """
