@@ -172,7 +172,7 @@ def test_missing_required_default_and_optional() -> None:
     assert not got.complete
 
 
-def test_conversion_errors_and_limits_make_required_fields_missing() -> None:
+def test_conversion_errors_make_required_fields_missing_and_limits_are_rules() -> None:
     got = run(
         {
             "a": {"css": ".status::text", "type": "integer", "required": True},
@@ -180,10 +180,11 @@ def test_conversion_errors_and_limits_make_required_fields_missing() -> None:
             "c": {"css": ".amount::text", "type": "number", "min": 0, "max": 2000},
         }
     )
-    assert got.values == {"a": None, "b": None, "c": 1234.5}
+    # a value outside min/max is kept and named as a broken rule (the record is invalid)
+    assert got.values == {"a": None, "b": 1234.5, "c": 1234.5}
     assert got.missing == ["a"]
-    assert [f for f, _ in got.errors] == ["a", "b"]
-    assert "outside" in got.errors[1][1]
+    assert [f for f, _ in got.errors] == ["a"]
+    assert got.violations == [("b", "max", 1234.5)]
 
 
 def test_nested_group_of_rows() -> None:

@@ -122,6 +122,12 @@ def render(job: str, r: dict[str, Any]) -> str:
     )
     it = r["items"]
     out.append(f"items: {it['complete']} complete, {it['incomplete']} incomplete")
+    held = r.get("held") or {}
+    if held.get("total"):
+        statuses = ", ".join(f"{n} {s}" for s, n in sorted(held["by_status"].items()))
+        out.append(f"held back (never shipped): {statuses}")
+        for rule, n in sorted(held["by_rule"].items(), key=lambda kv: (-kv[1], kv[0])):
+            out.append(f"  {rule}: {n}")
     if it["incomplete_keys"]:
         more = " ..." if it["incomplete_keys_truncated"] else ""
         out.append("  incomplete: " + ", ".join(it["incomplete_keys"]) + more)

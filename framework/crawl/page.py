@@ -128,6 +128,8 @@ class Record:
     errors: list[tuple[str, str]] = field(default_factory=list)
     fallbacks: list[tuple[str, int, str]] = field(default_factory=list)
     subtabs: list[Request] = field(default_factory=list)
+    # (field, rule, value): rules of the spec this record breaks; it is stored as invalid
+    violations: list[tuple[str, str, Any]] = field(default_factory=list)
 
     @property
     def valid(self) -> bool:
@@ -256,6 +258,9 @@ class CompiledSubtab:
         return self.fields.extract(Scope(url=response.url, selector=sel)).values
 
 
+_NO_VALUE: tuple[Any, ...] = (None, "", [], {})  # what `required_any` takes as no value
+
+
 class CompiledKind:
     def __init__(self, job: JobSpec, name: str, kind: PageKind, guard: Guard) -> None:
         self.job = job
@@ -352,11 +357,16 @@ class CompiledKind:
             missing=list(ext.missing),
             errors=list(ext.errors),
             fallbacks=list(ext.fallbacks),
+            violations=list(ext.violations),
         )
+        for group in self.spec.required_any:
+            if all(values.get(n) in _NO_VALUE for n in group):
+                record.violations.append(("|".join(group), "required_any", None))
         if self.id is not None:
             got = self.id.extract(scope)
             record.fallbacks.extend(got.fallbacks)
             record.errors.extend(got.errors)
+            record.violations.extend(got.violations)
             if "id" in got.values and got.values["id"] not in (None, ""):
                 ctx = {
                     **values,

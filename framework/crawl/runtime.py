@@ -53,7 +53,8 @@ from framework.workspace import (
     redact_url,
     utc_now,
 )
-from framework.workspace.records import CommitResult, ResponseWrite
+from framework.workspace.holds import INVALID
+from framework.workspace.records import CommitResult, HoldWrite, ResponseWrite
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -103,6 +104,7 @@ class RunCounters:
     items_unchanged: int = 0
     items_completed: int = 0
     records_invalid: int = 0
+    items_invalid: int = 0  # broke a rule of the spec: held as invalid, not stored
     fallbacks: int = 0
     responses_stored: int = 0
     by_error: dict[str, int] = field(default_factory=dict)
@@ -140,6 +142,7 @@ class CrawlRuntime:
         self.started = time.monotonic()
         self._window: deque[bool] = deque(maxlen=max(1, limits.error_rate_window))
         self._fallbacks_seen: set[tuple[str, str, int]] = set()
+        self._rules_seen: set[tuple[str, str, str]] = set()  # (kind, field, rule) warned
         self._boundary = 0  # rows with id above this were created by this run
         # host -> epoch seconds before which it asked not to be called (Retry-After);
         # kept in the workspace so a restarted crawl honours it too. Only moves later.
@@ -471,6 +474,7 @@ class CrawlRuntime:
         kind = self.job.kinds[row.kind]
         single = kind.spec.each is None
         items: list[ItemWrite] = []
+        held: list[HoldWrite] = []
         new_rows: list[NewRow] = []
         page = int(row.context.get("page", 1))
         kept = [
@@ -506,6 +510,9 @@ class CrawlRuntime:
                 continue
             if record.dedupe_key is None:
                 continue
+            if record.violations:  # kept aside, never an item: no sub-tabs to fetch
+                held.append(self._hold(row.kind, url, record))
+                continue
             required_tabs = any(t.required for t in record.subtabs)
             items.append(
                 ItemWrite(
@@ -537,7 +544,9 @@ class CrawlRuntime:
             ctx = _carry(link.carry)
             ctx["page"] = page + 1
             new_rows.append(NewRow(kind=link.kind, url=link.url, context=ctx))
-        return Outcome(row_id=row.id, ok=True, http_status=status, new_rows=new_rows, items=items)
+        return Outcome(
+            row_id=row.id, ok=True, http_status=status, new_rows=new_rows, items=items, holds=held
+        )
 
     @stops_on_workspace_fault  # a full disk stops the crawl; the row stays pending
     def _commit(
@@ -718,6 +727,35 @@ class CrawlRuntime:
             "".join(f"; {f}: {m}" for f, m in record.errors),
         )
 
+    def _hold(self, kind: str, url: str, record: Record) -> HoldWrite:
+        """A record that breaks a rule of the spec: stored as ``invalid`` (holds.py),
+        counted always, warned and recorded as an event once per kind, field and rule."""
+        self.counters.items_invalid += 1
+        reasons = [{"rule": r, "field": f, "value": v} for f, r, v in record.violations]
+        first = reasons[0]
+        seen = (kind, first["field"], first["rule"])
+        if seen not in self._rules_seen:
+            self._rules_seen.add(seen)
+            logger.warning(
+                "record %s of %s breaks rule %s of field %r (value %r) at %s: stored as "
+                "invalid, not shipped",
+                record.dedupe_key,
+                kind,
+                first["rule"],
+                first["field"],
+                first["value"],
+                redact_url(url),
+            )
+            self.event("item_invalid", kind=kind, key=record.dedupe_key, url=url, reasons=reasons)
+        return HoldWrite(
+            dedupe_key=record.dedupe_key or "",
+            source_type=self.spec.source_type,
+            source_id=record.source_id or "",
+            data=record.values,
+            status=INVALID,
+            reasons=reasons,
+        )
+
     def _report_fallbacks(self, kind: str, url: str, record: Record) -> None:
         for fld, index, expr in record.fallbacks:
             self.counters.fallbacks += 1
@@ -785,6 +823,7 @@ class CrawlRuntime:
                     "items_changed": c.items_changed,
                     "items_completed": c.items_completed,
                     "records_invalid": c.records_invalid,
+                    "items_invalid": c.items_invalid,
                     "fallbacks": c.fallbacks,
                     "responses_stored": c.responses_stored,
                 },

@@ -224,6 +224,16 @@ class Secrets:
                 dataclasses.replace(p, dedupe_key=m(p.dedupe_key), value=mv(p.value))
                 for p in outcome.parts
             ],
+            holds=[
+                dataclasses.replace(
+                    h,
+                    dedupe_key=m(h.dedupe_key),
+                    source_id=m(h.source_id),
+                    data=mv(h.data),
+                    reasons=mv(h.reasons),
+                )
+                for h in outcome.holds
+            ],
         )
 
     def mask_logs(self) -> None:

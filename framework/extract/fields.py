@@ -2,8 +2,9 @@
 
 Owns how a :class:`~framework.spec.models.FieldSpec` finds its value in a record:
 sources tried in the order written (css, xpath, re over the element's text, url regex,
-embedded JSON, count, json path, const), normalisation, type conversion, min/max and
-nested groups of repeated rows. It must not fetch, log, or know about items, queues
+embedded JSON, count, json path, const), normalisation, type conversion, the field's
+rules (min/max, pattern, enum, lengths, expected: reported as violations, the value
+kept) and nested groups of repeated rows. It must not fetch, log, or know about items, queues
 or the workspace: it returns an :class:`Extraction` and the spider decides.
 
 Spec expressions run bounded (:mod:`framework.extract.patterns`): regexes (and XPath's
@@ -95,7 +96,10 @@ class Extraction:
     values: dict[str, Any]  # converted values; absent fields: default, else None ([] for lists)
     missing: list[str]  # required fields that found no usable value
     fallbacks: list[tuple[str, int, str]]  # (field, index, source) a non-first source won
-    errors: list[tuple[str, str]]  # (field, message): conversion failed or out of min-max
+    errors: list[tuple[str, str]]  # (field, message): conversion failed
+    # (field, rule, value): a converted value breaks a rule of the spec (min, pattern,
+    # expected, ...); the record keeps the value and is stored as invalid, not shipped
+    violations: list[tuple[str, str, Any]] = field(default_factory=list)
 
     @property
     def complete(self) -> bool:
@@ -559,8 +563,67 @@ def _compile_source(kind: str, expr: Any) -> _Source:
 FOUND, NOTHING, FAILED = 0, 1, 2
 
 
+class _Rules:
+    """A field's rules on its converted value; ``check`` names the first one broken."""
+
+    __slots__ = ("enum", "expected", "max", "max_length", "min", "min_length", "pattern")
+
+    def __init__(self, spec: FieldSpec) -> None:
+        self.min, self.max = spec.min, spec.max
+        self.min_length, self.max_length = spec.min_length, spec.max_length
+        self.pattern = SafeRegex(spec.pattern) if spec.pattern is not None else None
+        self.enum = spec.enum
+        self.expected = spec.expected
+
+    @classmethod
+    def of(cls, spec: FieldSpec) -> _Rules | None:
+        given = (spec.min, spec.max, spec.min_length, spec.max_length, spec.pattern, spec.enum)
+        if all(v is None for v in given) and spec.expected is None:
+            return None  # most fields: no per-value work at all
+        return cls(spec)
+
+    def check(self, value: Any, many: bool) -> tuple[str, Any] | None:
+        """(rule, value) of the first rule broken, or None. ``expected`` compares the whole
+        value (a list for ``many``); the others each value of a list."""
+        if self.expected is not None and value != self.expected:
+            return "expected", value
+        for one in value if many else (value,):
+            broken = self._one(one)
+            if broken is not None:
+                return broken, one
+        return None
+
+    def _one(self, value: Any) -> str | None:
+        if self.min is not None or self.max is not None:
+            # a price is bounded by its amount
+            n = value["amount"] if isinstance(value, dict) else value
+            if isinstance(n, int | float) and not isinstance(n, bool):
+                if self.min is not None and n < self.min:
+                    return "min"
+                if self.max is not None and n > self.max:
+                    return "max"
+        if isinstance(value, str):
+            if self.min_length is not None and len(value) < self.min_length:
+                return "min_length"
+            if self.max_length is not None and len(value) > self.max_length:
+                return "max_length"
+        if self.pattern is not None and self.pattern.search(_text_of(value)) is None:
+            return "pattern"
+        if self.enum is not None and value not in self.enum:
+            return "enum"
+        return None
+
+
+def _text_of(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return _json.dumps(value, ensure_ascii=False) if isinstance(value, dict | list) else str(value)
+
+
 class CompiledField:
-    """One field, ready to run: its sources, normaliser, converter and limits."""
+    """One field, ready to run: its sources, normaliser, converter and rules."""
 
     __slots__ = (
         "_child",
@@ -573,11 +636,10 @@ class CompiledField:
         "default",
         "has_default",
         "many",
-        "max",
-        "min",
         "name",
         "norm",
         "required",
+        "rules",
         "sources",
     )
 
@@ -589,8 +651,6 @@ class CompiledField:
         self.default = spec.default
         self.has_default = spec.default is not None
         self.many = spec.many
-        self.min = spec.min
-        self.max = spec.max
         self.norm = Normaliser(
             strip=spec.strip,
             collapse=spec.collapse,
@@ -598,6 +658,7 @@ class CompiledField:
             replace=tuple((SafeRegex(r.pattern), r.to) for r in spec.replace),
         )
         self.sources = tuple(_compile_source(s.kind, s.expr) for s in spec.sources)
+        self.rules = _Rules.of(spec)
         type_name = spec.type.value
         self._convert = None if type_name == "string" else CONVERTERS[type_name]
         self._needs_base = type_name == "url"
@@ -626,13 +687,7 @@ class CompiledField:
         ctx = self._ctx
         if self._needs_base:
             ctx.base_url = url
-        value = self._convert(value, ctx)
-        if self.min is not None or self.max is not None:
-            # a price is bounded by its amount
-            n = value["amount"] if isinstance(value, dict) else value
-            if (self.min is not None and n < self.min) or (self.max is not None and n > self.max):
-                raise ConversionError(f"{n!r} is outside [{self.min}, {self.max}]")
-        return value
+        return self._convert(value, ctx)
 
     def run(self, scope: Scope) -> tuple[int, Any, int]:
         """(FOUND, value, source index) | (NOTHING, None, -1) | (FAILED, message, index)."""
@@ -707,6 +762,7 @@ class FieldExtractor:
         missing: list[str] = []
         fallbacks: list[tuple[str, int, str]] = []
         errors: list[tuple[str, str]] = []
+        violations: list[tuple[str, str, Any]] = []
         for cf in self._fields:
             outcome, value, index = cf.run(scope)
             if outcome == FOUND:
@@ -719,12 +775,20 @@ class FieldExtractor:
                         missing.extend(prefix + m for m in sub.missing)
                         fallbacks.extend((prefix + f, j, s) for f, j, s in sub.fallbacks)
                         errors.extend((prefix + f, msg) for f, msg in sub.errors)
+                        violations.extend((prefix + f, r, v) for f, r, v in sub.violations)
                     values[name] = rows
                     continue
                 values[name] = value
                 if index > 0:
                     fallbacks.append((name, index, cf.sources[index].label))
+                if cf.rules is not None:
+                    broken = cf.rules.check(value, cf.many)
+                    if broken is not None:
+                        violations.append((name, *broken))
             elif outcome == NOTHING:
+                if cf.rules is not None and cf.rules.expected is not None and not cf.has_default:
+                    # a vanished identity value breaks `expected`: never taken as agreeing
+                    violations.append((cf.name, "expected", None))
                 if cf.has_default:
                     values[cf.name] = cf.default
                 else:
@@ -738,4 +802,4 @@ class FieldExtractor:
                 errors.append((cf.name, value))
                 if cf.required:
                     missing.append(cf.name)
-        return Extraction(values, missing, fallbacks, errors)
+        return Extraction(values, missing, fallbacks, errors, violations)

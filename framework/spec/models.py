@@ -55,6 +55,13 @@ def _check_languages(value: Any) -> Any:
     return value
 
 
+def _any_groups(value: Any) -> Any:
+    """``required_any: [phone, email]`` is one group; a list of lists is several."""
+    if isinstance(value, list | tuple) and value and all(isinstance(v, str) for v in value):
+        return [value]
+    return value
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
@@ -132,6 +139,15 @@ class FieldSpec(_Strict):
     languages: tuple[str, ...] = ()
     min: float | None = None
     max: float | None = None
+    # rules on the converted value (a `many` field: on each value); a record that breaks
+    # one is stored as `invalid`, naming the rule and the value, and never shipped
+    pattern: str | None = None  # a regex the text of the value must contain (re.search)
+    enum: tuple[Any, ...] | None = None  # the only values allowed
+    min_length: int | None = Field(default=None, ge=0)  # of a text value
+    max_length: int | None = Field(default=None, ge=0)
+    # the one value this field must have (an absent value breaks it too): protects a
+    # record's identity, e.g. the court a case must belong to
+    expected: Any = None
     # nested group of repeated rows
     each: str | None = None
     fields: dict[str, FieldSpec] | None = None
@@ -276,6 +292,13 @@ class PageKind(_Strict):
     follow: tuple[FollowRule, ...] = ()
     pagination: Pagination | None = None
     subtabs: dict[str, SubtabSpec] = {}
+    # groups of fields of which at least one must have a value (else the record is invalid)
+    required_any: tuple[tuple[str, ...], ...] = ()
+
+    @field_validator("required_any", mode="before")
+    @classmethod
+    def _required_any(cls, value: Any) -> Any:
+        return _any_groups(value)
 
     @field_validator("follow", mode="before")
     @classmethod
@@ -301,6 +324,12 @@ class ListShort(_Strict):
     format: Format = Format.HTML
     render: Render | None = None
     browser: RenderOptions | None = None
+    required_any: tuple[tuple[str, ...], ...] = ()
+
+    @field_validator("required_any", mode="before")
+    @classmethod
+    def _required_any(cls, value: Any) -> Any:
+        return _any_groups(value)
 
 
 class DetailShort(_Strict):
@@ -310,6 +339,12 @@ class DetailShort(_Strict):
     format: Format = Format.HTML
     render: Render | None = None
     browser: RenderOptions | None = None
+    required_any: tuple[tuple[str, ...], ...] = ()
+
+    @field_validator("required_any", mode="before")
+    @classmethod
+    def _required_any(cls, value: Any) -> Any:
+        return _any_groups(value)
 
 
 class KeySpec(_Strict):
@@ -420,6 +455,7 @@ class JobSpec(_Strict):
                 fields=lst.fields,
                 follow=follow,
                 pagination=pagination,
+                required_any=lst.required_any,
             )
         if self.detail is not None:
             d = self.detail
@@ -430,6 +466,7 @@ class JobSpec(_Strict):
                 id=d.id,
                 fields=d.fields,
                 subtabs=d.subtabs,
+                required_any=d.required_any,
             )
         return kinds
 

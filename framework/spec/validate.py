@@ -315,6 +315,20 @@ class _Checker:
                     f"`{key}` on a field of type {type_}",
                     "type integer, number or price",
                 )
+        if "pattern" in raw:
+            self.regex((*path, "pattern"), raw["pattern"])
+        for key in ("min_length", "max_length"):
+            if key in raw and type_ not in ("string", "url"):
+                self.add((*path, key), f"`{key}` on a field of type {type_}", "type string or url")
+        lo_len, hi_len = raw.get("min_length"), raw.get("max_length")
+        if isinstance(lo_len, int) and isinstance(hi_len, int) and lo_len > hi_len:
+            self.add(
+                (*path, "max_length"),
+                f"max_length {hi_len} is below min_length {lo_len}",
+                "min_length <= max_length",
+            )
+        if "enum" in raw and not (isinstance(raw["enum"], list) and raw["enum"]):
+            self.add((*path, "enum"), "`enum` is not a list of values", "at least one value")
         if raw.get("languages") and type_ not in ("date", "datetime"):
             self.add(
                 (*path, "languages"),
@@ -652,6 +666,17 @@ class _Checker:
                     key=True,
                 )
             self.field((*path, "fields", fname), fraw, json_page=json_page)
+        known = {*kind.fields, "id"} if kind.id is not None else set(kind.fields)
+        for i, group in enumerate(kind.required_any):
+            for fname in group:
+                if fname not in known:
+                    self.add(
+                        (*path, "required_any", i)
+                        if len(kind.required_any) > 1
+                        else (*path, "required_any"),
+                        f"required_any names unknown field '{fname}'",
+                        f"one of: {', '.join(sorted(known))}",
+                    )
         # follow rules
         if path == ("list",):
             if isinstance(raw.get("follow"), str):

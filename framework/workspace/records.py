@@ -120,6 +120,19 @@ class ItemWrite:
 
 
 @dataclass(frozen=True)
+class HoldWrite:
+    """A candidate item held back (``status`` ``invalid``: it broke a rule of the spec);
+    ``reasons`` name each broken rule: ``{"rule", "field", "value"}``."""
+
+    dedupe_key: str
+    source_type: str
+    source_id: str
+    data: Mapping[str, Any]
+    status: str
+    reasons: Sequence[Mapping[str, Any]]
+
+
+@dataclass(frozen=True)
 class PartWrite:
     """Sub-tab data merged into an existing item under ``name``."""
 
@@ -173,6 +186,8 @@ class Outcome:
     # a re-extraction of a stored page (`framework reparse`): no request was made, so
     # the row's attempts and attempt history are left as they are
     reparse: bool = False
+    # candidates kept aside instead of stored as items (framework/workspace/holds.py)
+    holds: Sequence[HoldWrite] = ()
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from framework.errors import WorkspaceError
+from framework.workspace import holds
 from framework.workspace.records import (
     CommitResult,
     ErrorKind,
@@ -174,6 +175,10 @@ class SqliteStore(SqliteReader):
                 history_n = self._write_attempt(conn, outcome, status, attempt, kind, detail, now)
             inserted = self._insert_rows(conn, outcome.new_rows, outcome.row_id, now)
             new, changed, unchanged, keys, fresh = self._write_items(conn, outcome, now)
+            if outcome.holds or outcome.items:  # rule-breaking candidates (holds.py)
+                holds.settle(
+                    conn, outcome.holds, [w.dedupe_key for w in outcome.items], outcome.row_id, now
+                )
             if own_key is not None:
                 keys.add(str(own_key))
             keys.update(str(r.context["item_key"]) for r in inserted if "item_key" in r.context)

@@ -12,6 +12,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from framework.errors import WorkspaceError
+from framework.workspace import holds
 from framework.workspace.records import Row, RowStatus, StoredItem, StoredResponse
 from framework.workspace.sqlite_base import (
     _ITEM_COLS,
@@ -285,6 +286,13 @@ class SqliteReader(SqliteBase):
         ):
             out.setdefault(kind, {"records": 0, "fields": {}})["fields"][key] = int(filled)
         return out
+
+    # held candidates (framework/workspace/holds.py) ------------------------------
+    def hold_counts(self) -> dict[str, Any]:
+        return holds.counts(self._conn())
+
+    def iter_holds(self, status: str | None = None) -> Iterator[holds.Hold]:
+        return holds.iter_holds(self._conn(), status)
 
 
 __all__ = ["SqliteReader"]

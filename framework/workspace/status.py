@@ -70,6 +70,8 @@ def build_status(
             "incomplete_keys": incomplete_keys[:INCOMPLETE_KEYS_MAX],
             "incomplete_keys_truncated": len(incomplete_keys) > INCOMPLETE_KEYS_MAX,
         },
+        # candidates held back instead of stored (broke a rule of the spec): holds.py
+        "held": store.hold_counts(),
         "misbehaving": [_row_summary(ws, r) for r in store.misbehaving(top)],
         # hosts that asked (Retry-After) not to be called before a time still ahead
         "deferrals": deferrals.active(store),

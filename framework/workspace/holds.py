@@ -1,0 +1,150 @@
+"""Held items: candidates the workspace keeps aside instead of storing them as items.
+
+Owns the ``holds`` table of ``state.sqlite``: one row per dedupe key whose latest
+candidate broke a rule of the spec (status ``invalid``: a field's ``pattern``, ``enum``,
+``min``/``max``, ``min_length``/``max_length``, ``expected``, or a record's
+``required_any``). The candidate's data and every broken rule (rule, field, value) are
+kept there; the ``items`` table is not touched, so
+
+* a held candidate is never shipped (ship reads ``items`` only), and
+* a key that had a good version keeps it: that last good version stays the one that ships.
+
+A later crawl that finds the key valid again stores it as an item and drops the hold.
+The table is created by the first commit that holds a candidate (workspaces written
+before it have none: every read here treats a missing table as no holds), so the
+workspace's schema version is unchanged and an older reader ignores it safely.
+
+It runs inside the store's commit transaction (:meth:`SqliteStore.commit`) and never
+opens a connection of its own.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from framework.workspace.records import HoldWrite
+
+__all__ = ["INVALID", "Hold", "counts", "iter_holds", "settle"]
+
+INVALID = "invalid"
+
+_DDL = """
+CREATE TABLE IF NOT EXISTS holds (
+    dedupe_key  TEXT PRIMARY KEY,
+    status      TEXT NOT NULL,
+    source_type TEXT NOT NULL,
+    source_id   TEXT NOT NULL,
+    data        TEXT NOT NULL,
+    reasons     TEXT NOT NULL,
+    row_id      INTEGER,
+    first_held  TEXT NOT NULL,
+    last_held   TEXT NOT NULL
+)
+"""
+
+
+@dataclass(frozen=True)
+class Hold:
+    dedupe_key: str
+    status: str
+    source_type: str
+    source_id: str
+    data: dict[str, Any]
+    reasons: list[dict[str, Any]]  # {"rule", "field", "value"}
+    row_id: int | None
+    first_held: str
+    last_held: str
+    has_item: bool  # an earlier accepted version exists (and is the one that ships)
+
+
+def _exists(conn: sqlite3.Connection) -> bool:
+    return bool(
+        conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'holds'"
+        ).fetchone()
+    )
+
+
+def settle(
+    conn: sqlite3.Connection,
+    holds: Sequence[HoldWrite],
+    stored_keys: Sequence[str],
+    row_id: int,
+    now: str,
+) -> None:
+    """In the commit's transaction: keep ``holds``, and drop the invalid holds of keys
+    this commit stored as items (the candidate is valid again)."""
+    if holds:
+        conn.execute(_DDL)
+        conn.executemany(
+            "INSERT INTO holds (dedupe_key, status, source_type, source_id, data, reasons, "
+            "row_id, first_held, last_held) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
+            "ON CONFLICT (dedupe_key) DO UPDATE SET status = excluded.status, "
+            "source_type = excluded.source_type, source_id = excluded.source_id, "
+            "data = excluded.data, reasons = excluded.reasons, row_id = excluded.row_id, "
+            "last_held = excluded.last_held",
+            [
+                (
+                    h.dedupe_key,
+                    h.status,
+                    h.source_type,
+                    h.source_id,
+                    json.dumps(h.data, ensure_ascii=False, sort_keys=True, default=str),
+                    json.dumps(list(h.reasons), ensure_ascii=False, default=str),
+                    row_id,
+                    now,
+                    now,
+                )
+                for h in holds
+            ],
+        )
+    if stored_keys and (holds or _exists(conn)):
+        conn.executemany(
+            "DELETE FROM holds WHERE dedupe_key = ? AND status = ?",
+            [(k, INVALID) for k in stored_keys],
+        )
+
+
+def counts(conn: sqlite3.Connection) -> dict[str, Any]:
+    """Held keys by status, and by broken rule (``field: rule``, the first one of each)."""
+    out: dict[str, Any] = {"total": 0, "by_status": {}, "by_rule": {}}
+    if not _exists(conn):
+        return out
+    for status, n in conn.execute("SELECT status, count(*) FROM holds GROUP BY status"):
+        out["by_status"][status] = int(n)
+        out["total"] += int(n)
+    for (reasons,) in conn.execute("SELECT reasons FROM holds"):
+        for r in json.loads(reasons)[:1]:
+            name = f"{r.get('field')}: {r.get('rule')}"
+            out["by_rule"][name] = out["by_rule"].get(name, 0) + 1
+    return out
+
+
+def iter_holds(conn: sqlite3.Connection, status: str | None = None) -> Iterator[Hold]:
+    """Every hold (of ``status``), in key order, with whether an accepted item exists."""
+    if not _exists(conn):
+        return
+    sql = (
+        "SELECT h.dedupe_key, h.status, h.source_type, h.source_id, h.data, h.reasons, "
+        "h.row_id, h.first_held, h.last_held, "
+        "EXISTS (SELECT 1 FROM items i WHERE i.dedupe_key = h.dedupe_key) "
+        "FROM holds h {where} ORDER BY h.dedupe_key"
+    )
+    where, params = ("WHERE h.status = ?", (status,)) if status is not None else ("", ())
+    for row in conn.execute(sql.format(where=where), params).fetchall():
+        yield Hold(
+            dedupe_key=row[0],
+            status=row[1],
+            source_type=row[2],
+            source_id=row[3],
+            data=json.loads(row[4]),
+            reasons=json.loads(row[5]),
+            row_id=row[6],
+            first_held=row[7],
+            last_held=row[8],
+            has_item=bool(row[9]),
+        )
