@@ -26,6 +26,7 @@ CORE_COMMANDS = {
     "preview": "framework.cli.preview:preview",
     "schema": "framework.cli.schema:schema",
     "reparse": "framework.cli.reparse:reparse",
+    "review": "framework.cli.review:review",
 }
 
 

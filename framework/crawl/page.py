@@ -27,6 +27,7 @@ from lxml import etree
 from parsel import Selector
 from scrapy.http import Response, TextResponse
 
+from framework.crawl.changes import ChangeLimits
 from framework.crawl.safety import url_refusal
 from framework.extract.fields import (
     Extraction,
@@ -269,6 +270,7 @@ class CompiledKind:
         self.guard = guard
         self.is_json = kind.format is Format.JSON
         self.fields = FieldExtractor(kind.fields, json=self.is_json, languages=job.languages)
+        self.limits = ChangeLimits(kind.fields)  # max_change / frozen on a re-crawl
         self.id = (
             FieldExtractor(
                 {"id": kind.id.model_copy(update={"required": True})},

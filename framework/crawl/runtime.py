@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from framework.crawl.changes import ChangeLimits
 from framework.crawl.findings import FOUND_NOTHING_EVENT, Findings
 from framework.crawl.page import CompiledJob, PageError, PageResult, Record
 from framework.crawl.politeness import RETRY_AFTER_MAX, backoff_delay
@@ -53,7 +54,7 @@ from framework.workspace import (
     redact_url,
     utc_now,
 )
-from framework.workspace.holds import INVALID
+from framework.workspace.holds import INVALID, REVIEW
 from framework.workspace.records import CommitResult, HoldWrite, ResponseWrite
 
 if TYPE_CHECKING:
@@ -105,6 +106,7 @@ class RunCounters:
     items_completed: int = 0
     records_invalid: int = 0
     items_invalid: int = 0  # broke a rule of the spec: held as invalid, not stored
+    items_review: int = 0  # over a change limit: held as review_required
     fallbacks: int = 0
     responses_stored: int = 0
     by_error: dict[str, int] = field(default_factory=dict)
@@ -513,6 +515,11 @@ class CrawlRuntime:
             if record.violations:  # kept aside, never an item: no sub-tabs to fetch
                 held.append(self._hold(row.kind, url, record))
                 continue
+            if kind.limits:  # over a change limit: the accepted version stays the item
+                review = self._review(row.kind, url, record, kind.limits)
+                if review is not None:
+                    held.append(review)
+                    continue
             required_tabs = any(t.required for t in record.subtabs)
             items.append(
                 ItemWrite(
@@ -756,6 +763,46 @@ class CrawlRuntime:
             reasons=reasons,
         )
 
+    def _review(
+        self, kind: str, url: str, record: Record, limits: ChangeLimits
+    ) -> HoldWrite | None:
+        """The candidate held as ``review_required`` when it breaks a change limit against
+        the stored (accepted) version of its key; None when it is within them. The crawl
+        is the workspace's only writer (its lock), so the stored version read here is
+        the one the page's commit would replace."""
+        key = record.dedupe_key or ""
+        old = self.ws.store.get_item(key)
+        if old is None:
+            return None
+        reasons = limits.breaches(old.data, record.values)
+        if not reasons:
+            return None
+        self.counters.items_review += 1
+        first = reasons[0]
+        seen = (kind, first["field"], first["rule"])
+        if seen not in self._rules_seen:
+            self._rules_seen.add(seen)
+            logger.warning(
+                "record %s of %s: field %r %s (%r -> %r) at %s: held for `framework review`,"
+                " the accepted version still ships",
+                key,
+                kind,
+                first["field"],
+                first["rule"],
+                first["was"],
+                first["value"],
+                redact_url(url),
+            )
+        self.event("item_review_required", kind=kind, key=key, url=url, reasons=reasons)
+        return HoldWrite(
+            dedupe_key=key,
+            source_type=self.spec.source_type,
+            source_id=record.source_id or "",
+            data=record.values,
+            status=REVIEW,
+            reasons=reasons,
+        )
+
     def _report_fallbacks(self, kind: str, url: str, record: Record) -> None:
         for fld, index, expr in record.fallbacks:
             self.counters.fallbacks += 1
@@ -824,6 +871,7 @@ class CrawlRuntime:
                     "items_completed": c.items_completed,
                     "records_invalid": c.records_invalid,
                     "items_invalid": c.items_invalid,
+                    "items_review": c.items_review,
                     "fallbacks": c.fallbacks,
                     "responses_stored": c.responses_stored,
                 },

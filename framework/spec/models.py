@@ -148,6 +148,10 @@ class FieldSpec(_Strict):
     # the one value this field must have (an absent value breaks it too): protects a
     # record's identity, e.g. the court a case must belong to
     expected: Any = None
+    # change limits on a re-crawl of the same key (framework/crawl/changes.py): a
+    # candidate over one is held as `review_required`, the accepted version ships on
+    max_change: str | float | None = None  # "50%" of the old value, or an absolute amount
+    frozen: bool = False  # the value must never change once stored
     # nested group of repeated rows
     each: str | None = None
     fields: dict[str, FieldSpec] | None = None
@@ -178,6 +182,18 @@ class FieldSpec(_Strict):
     @classmethod
     def _languages(cls, value: Any) -> Any:
         return _check_languages(value)
+
+    @field_validator("max_change")
+    @classmethod
+    def _max_change(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            text = value.strip()
+            if not re.fullmatch(r"\d+(\.\d+)?%", text):
+                raise ValueError("max_change is a percentage (`50%`) or a number")
+            return text
+        if isinstance(value, int | float) and value < 0:
+            raise ValueError("max_change is at least 0")
+        return value
 
     @model_validator(mode="after")
     def _check(self) -> FieldSpec:

@@ -327,6 +327,12 @@ class _Checker:
                 f"max_length {hi_len} is below min_length {lo_len}",
                 "min_length <= max_length",
             )
+        if "max_change" in raw and type_ not in ("integer", "number", "price"):
+            self.add(
+                (*path, "max_change"),
+                f"`max_change` on a field of type {type_}",
+                "type integer, number or price (`frozen: true` for other values)",
+            )
         if "enum" in raw and not (isinstance(raw["enum"], list) and raw["enum"]):
             self.add((*path, "enum"), "`enum` is not a list of values", "at least one value")
         if raw.get("languages") and type_ not in ("date", "datetime"):

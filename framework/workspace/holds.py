@@ -1,15 +1,24 @@
 """Held items: candidates the workspace keeps aside instead of storing them as items.
 
 Owns the ``holds`` table of ``state.sqlite``: one row per dedupe key whose latest
-candidate broke a rule of the spec (status ``invalid``: a field's ``pattern``, ``enum``,
-``min``/``max``, ``min_length``/``max_length``, ``expected``, or a record's
-``required_any``). The candidate's data and every broken rule (rule, field, value) are
-kept there; the ``items`` table is not touched, so
+candidate was held back, with a status:
+
+* ``invalid``: it broke a rule of the spec (a field's ``pattern``, ``enum``,
+  ``min``/``max``, ``min_length``/``max_length``, ``expected``, or a record's
+  ``required_any``);
+* ``review_required``: it broke a change limit (``max_change``, ``frozen``, a vanished
+  value) against the accepted version of its key, and waits for ``framework review``.
+
+The candidate's data and every broken rule (rule, field, value; ``was`` for a change)
+are kept there; the ``items`` table is not touched, so
 
 * a held candidate is never shipped (ship reads ``items`` only), and
-* a key that had a good version keeps it: that last good version stays the one that ships.
+* a key that had a good version keeps it: that last accepted version stays the one
+  that ships.
 
-A later crawl that finds the key valid again stores it as an item and drops the hold.
+A later crawl whose candidate for the key passes stores it as an item and drops the
+hold. Accepting a ``review_required`` hold (:func:`decide`) makes its candidate the item
+(a new content hash: it ships); rejecting drops it.
 The table is created by the first commit that holds a candidate (workspaces written
 before it have none: every read here treats a missing table as no holds), so the
 workspace's schema version is unchanged and an older reader ignores it safely.
@@ -26,11 +35,13 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from framework.workspace.records import HoldWrite
+from framework.errors import UsageError
+from framework.workspace.records import HoldWrite, canonical_json, content_hash
 
-__all__ = ["INVALID", "Hold", "counts", "iter_holds", "settle"]
+__all__ = ["INVALID", "REVIEW", "Hold", "counts", "decide", "iter_holds", "settle"]
 
 INVALID = "invalid"
+REVIEW = "review_required"
 
 _DDL = """
 CREATE TABLE IF NOT EXISTS holds (
@@ -76,8 +87,8 @@ def settle(
     row_id: int,
     now: str,
 ) -> None:
-    """In the commit's transaction: keep ``holds``, and drop the invalid holds of keys
-    this commit stored as items (the candidate is valid again)."""
+    """In the commit's transaction: keep ``holds``, and drop the holds of keys this
+    commit stored as items (their candidate passes now: the held one is outdated)."""
     if holds:
         conn.execute(_DDL)
         conn.executemany(
@@ -103,10 +114,7 @@ def settle(
             ],
         )
     if stored_keys and (holds or _exists(conn)):
-        conn.executemany(
-            "DELETE FROM holds WHERE dedupe_key = ? AND status = ?",
-            [(k, INVALID) for k in stored_keys],
-        )
+        conn.executemany("DELETE FROM holds WHERE dedupe_key = ?", [(k,) for k in stored_keys])
 
 
 def counts(conn: sqlite3.Connection) -> dict[str, Any]:
@@ -124,8 +132,11 @@ def counts(conn: sqlite3.Connection) -> dict[str, Any]:
     return out
 
 
-def iter_holds(conn: sqlite3.Connection, status: str | None = None) -> Iterator[Hold]:
-    """Every hold (of ``status``), in key order, with whether an accepted item exists."""
+def iter_holds(
+    conn: sqlite3.Connection, status: str | None = None, key: str | None = None
+) -> Iterator[Hold]:
+    """Every hold (of ``status``; of ``key``), in key order, with whether an accepted
+    item exists."""
     if not _exists(conn):
         return
     sql = (
@@ -134,7 +145,9 @@ def iter_holds(conn: sqlite3.Connection, status: str | None = None) -> Iterator[
         "EXISTS (SELECT 1 FROM items i WHERE i.dedupe_key = h.dedupe_key) "
         "FROM holds h {where} ORDER BY h.dedupe_key"
     )
-    where, params = ("WHERE h.status = ?", (status,)) if status is not None else ("", ())
+    conds = [(c, v) for c, v in (("h.status = ?", status), ("h.dedupe_key = ?", key)) if v]
+    where = ("WHERE " + " AND ".join(c for c, _ in conds)) if conds else ""
+    params = tuple(v for _, v in conds)
     for row in conn.execute(sql.format(where=where), params).fetchall():
         yield Hold(
             dedupe_key=row[0],
@@ -148,3 +161,29 @@ def iter_holds(conn: sqlite3.Connection, status: str | None = None) -> Iterator[
             last_held=row[8],
             has_item=bool(row[9]),
         )
+
+
+def decide(conn: sqlite3.Connection, key: str, accept: bool, now: str) -> Hold:
+    """In a write transaction: settle the ``review_required`` hold of ``key``. Accepted,
+    its candidate becomes the item (the sub-tab data the item merged is kept, as a
+    re-crawl keeps it); rejected, it is dropped and the item stays as it was."""
+    found = list(iter_holds(conn, key=key))
+    if not found or found[0].status != REVIEW:
+        what = f"held as {found[0].status}" if found else "not held"
+        raise UsageError(f"{key}: {what}, nothing to review (see `framework review`)")
+    hold = found[0]
+    if accept:
+        row = conn.execute("SELECT data, parts FROM items WHERE dedupe_key = ?", (key,)).fetchone()
+        data = dict(hold.data)
+        if row is not None:
+            old, parts = json.loads(row[0]), json.loads(row[1]) if row[1] else []
+            for name in parts:
+                if name not in data and name in old:
+                    data[name] = old[name]
+            conn.execute(
+                "UPDATE items SET data = ?, content_hash = ?, last_scraped = ? "
+                "WHERE dedupe_key = ?",
+                (canonical_json(data), content_hash(data), now, key),
+            )
+    conn.execute("DELETE FROM holds WHERE dedupe_key = ?", (key,))
+    return hold

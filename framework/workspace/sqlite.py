@@ -400,6 +400,11 @@ class SqliteStore(SqliteReader):
             completed += [key for now, key in flips if now and key not in new_keys]
         return sorted(completed)
 
+    def decide_hold(self, key: str, accept: bool) -> holds.Hold:
+        """Accept or reject the ``review_required`` candidate of ``key`` (holds.py)."""
+        with self._tx() as conn:
+            return holds.decide(conn, key, accept, self._clock())
+
     def requeue(self, which: RequeueFilter, max_attempts: int) -> int:
         """Matching rows go back to pending with a fresh attempt budget (``attempts`` = 0;
         the attempt history keeps every past attempt). Without ``errors``/``exhausted``
