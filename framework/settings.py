@@ -16,6 +16,7 @@ FRAMEWORK_SETTINGS: dict[str, Any] = {
     "FRAMEWORK_MAX_ATTEMPTS": 3,  # per row, across runs; set from the spec's max_attempts
     "FRAMEWORK_MAX_REQUESTS": 0,  # 0: no cap; else stop (checkpoint) after that many
     "FRAMEWORK_STOP_ON_429": False,  # stop (checkpoint) at the first 429
+    "FRAMEWORK_HALT_ON_DRIFT": False,  # stop (exit 4) before storing a drifted page
     "FRAMEWORK_RETRY_AFTER_CAP": 120.0,  # seconds; a longer Retry-After stops the run
     "FRAMEWORK_RETRY_AFTER_DEFAULT": 5.0,  # 429/503 without a usable Retry-After
     "FRAMEWORK_RETRY_AFTER_MAX": 86400.0,  # seconds; a longer Retry-After counts as this

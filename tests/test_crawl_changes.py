@@ -81,7 +81,7 @@ def _crawl(crawl_cli, spec: Path, ws: Path) -> None:
 
 
 def test_a_recrawl_quarantines_changes_over_a_limit_until_reviewed(
-    changing_site: ChangingSite, good_spec, tmp_path: Path, crawl_cli
+    changing_site: ChangingSite, good_spec, tmp_path: Path, crawl_cli, fault_endpoint
 ) -> None:
     site = changing_site
     spec = good_spec("cases", site.url, tmp_path)
@@ -126,6 +126,22 @@ def test_a_recrawl_quarantines_changes_over_a_limit_until_reviewed(
     st = crawl_cli("status", "fixture-cases", "--workspace", str(ws), cwd=tmp_path)
     assert "held back (never shipped): 2 review_required" in st.stdout
 
+    def ship() -> dict[str, str]:
+        r = crawl_cli(
+            "ship",
+            "fixture-cases",
+            "--workspace",
+            str(ws),
+            "--endpoint",
+            fault_endpoint.url,
+            cwd=tmp_path,
+        )
+        assert r.returncode == EXIT_OK, r.stderr[-3000:]
+        return dict(fault_endpoint.rows)
+
+    # ship sends the accepted versions only: the held candidates never leave
+    assert ship() == {k: h for k, (h, complete) in hashes.items() if complete}
+
     listed = crawl_cli("review", "fixture-cases", "--workspace", str(ws), cwd=tmp_path)
     assert listed.returncode == EXIT_OK, listed.stderr
     out = listed.stdout
@@ -156,6 +172,9 @@ def test_a_recrawl_quarantines_changes_over_a_limit_until_reviewed(
     assert after[jumped_key]["amount"] == jumped.amount * 9  # accepted: the item, it ships
     assert after[jumped_key]["rulings"] == first[jumped_key]["rulings"]  # sub-tab data kept
     assert item_hashes(ws)[jumped_key] != hashes[jumped_key]
+    shipped = ship()  # accepted: it ships now; the rejected one stays as shipped before
+    assert shipped[jumped_key] == item_hashes(ws)[jumped_key][0]
+    assert shipped[lost_key] == hashes[lost_key][0]
     assert after[lost_key] == first[lost_key]  # rejected: the accepted version stays
     with Workspace.open(ws, create=False, readonly=True) as w:
         assert list(w.store.iter_holds()) == []

@@ -123,7 +123,7 @@ def test_a_wrong_selector_shows_empty_and_a_failed_type(site, project):
     assert fields["court"]["source"] == "css: .court::text"
     assert fields["court"]["error"]
     assert fields["amount"]["outcome"] == "failed"  # over max: 1
-    assert "outside" in fields["amount"]["error"]
+    assert "breaks rule max" in fields["amount"]["error"]
     r = _preview(project, f"{site.url}/cases/{case}", "--kind", "detail")
     assert "EMPTY: nothing matched" in r.stdout
     assert "FAILED: " in r.stdout

@@ -25,6 +25,11 @@ def _setting(values: tuple[str, ...]) -> dict[str, str]:
 @click.option("--max-requests", type=click.IntRange(min=1), help="stop after N requests (exit 3)")
 @click.option("--stop-on-429", is_flag=True, help="stop at the first 429 (exit 3)")
 @click.option(
+    "--halt-on-drift",
+    is_flag=True,
+    help="stop (exit 4) before storing a page whose field matched only a fallback selector",
+)
+@click.option(
     "--no-store-responses",
     "no_store",
     is_flag=True,
@@ -53,6 +58,7 @@ def crawl(
     fresh: bool,
     max_requests: int | None,
     stop_on_429: bool,
+    halt_on_drift: bool,
     no_store: bool,
     settings: tuple[str, ...],
     output: tuple[str, ...],
@@ -87,6 +93,8 @@ def crawl(
         overrides["FRAMEWORK_STORE_RESPONSES"] = False
     if stop_on_429:
         overrides["FRAMEWORK_STOP_ON_429"] = True
+    if halt_on_drift:
+        overrides["FRAMEWORK_HALT_ON_DRIFT"] = True
     if quiet and verbose:
         raise UsageError("use either -q (quiet) or -v (verbose), not both")
     # progress line, Scrapy's start-up boilerplate hidden unless -v (before the process)

@@ -122,6 +122,14 @@ def render(job: str, r: dict[str, Any]) -> str:
     )
     it = r["items"]
     out.append(f"items: {it['complete']} complete, {it['incomplete']} incomplete")
+    for d in r.get("drift") or []:
+        what = (
+            f"matched fallback {(d.get('selectors') or ['?'])[-1]!r} {d.get('count', 0)} times"
+            if d.get("reason") == "fallback"
+            else f"filled {d.get('before', 0):.0%} -> {d.get('now', 0):.0%} of records"
+        )
+        where = ", ".join(d.get("examples") or [])
+        out.append(f"drift: {d.get('kind')}.{d.get('field')} {what} (e.g. {where})")
     held = r.get("held") or {}
     if held.get("total"):
         statuses = ", ".join(f"{n} {s}" for s, n in sorted(held["by_status"].items()))

@@ -196,6 +196,12 @@ def _traces(runs: list[tuple[Any, int, Any, int]]) -> list[FieldTrace]:
                 trace.value = value
                 trace.source = cf.sources[index].label
                 trace.source_index = index
+                broken = cf.rules.check(value, cf.many) if cf.rules is not None else None
+                if broken is not None:  # kept, but the crawl would hold the record
+                    trace.outcome = "failed"
+                    trace.error = (
+                        f"breaks rule {broken[0]} ({broken[1]!r}): the record is held as invalid"
+                    )
         elif outcome == FAILED:
             trace.outcome = "failed"
             trace.error = str(value)

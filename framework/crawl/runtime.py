@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from framework.crawl.changes import ChangeLimits
+from framework.crawl.drift import Drift
 from framework.crawl.findings import FOUND_NOTHING_EVENT, Findings
 from framework.crawl.page import CompiledJob, PageError, PageResult, Record
 from framework.crawl.politeness import RETRY_AFTER_MAX, backoff_delay
@@ -54,6 +55,7 @@ from framework.workspace import (
     redact_url,
     utc_now,
 )
+from framework.workspace.fill import EXTRACTION_EVENTS, last_extraction
 from framework.workspace.holds import INVALID, REVIEW
 from framework.workspace.records import CommitResult, HoldWrite, ResponseWrite
 
@@ -71,6 +73,7 @@ REASON_RATE_LIMITED = "rate_limited"
 REASON_ERROR_RATE = "error_rate"
 REASON_ALREADY_DONE = "already_done"
 REASON_HOST_DOWN = "host_down"
+REASON_DRIFT = "drift"  # --halt-on-drift: a fallback selector gave a record's value
 RESPONSES_BUDGET_MB = 1024.0  # stored (compressed) bodies per workspace; 0: no budget
 NOT_BEFORE_META = deferrals.NOT_BEFORE_META
 # Failures that say the host cannot be reached at all, whatever the URL: they count
@@ -92,6 +95,7 @@ class Limits:
     down_host_after: int = 3  # connect/dns failures in a row that make a host "down"
     store_responses: bool = True  # keep ok pages' bodies for `framework reparse`
     responses_budget: int = 0  # bytes of stored (compressed) bodies; 0: no budget
+    halt_on_drift: bool = False  # a page found through a fallback selector stops the run
 
 
 @dataclass
@@ -145,6 +149,7 @@ class CrawlRuntime:
         self._window: deque[bool] = deque(maxlen=max(1, limits.error_rate_window))
         self._fallbacks_seen: set[tuple[str, str, int]] = set()
         self._rules_seen: set[tuple[str, str, str]] = set()  # (kind, field, rule) warned
+        self._page_drifted = False  # the page being handled had a fallback win (drift)
         self._boundary = 0  # rows with id above this were created by this run
         # host -> epoch seconds before which it asked not to be called (Retry-After);
         # kept in the workspace so a restarted crawl honours it too. Only moves later.
@@ -160,6 +165,9 @@ class CrawlRuntime:
         self._stack = ExitStack()
         # found-nothing warnings and fill counts of this run (see findings.py)
         self.findings = Findings(self.event, logger)
+        # selector drift: fallbacks that won and fill rates below the last crawl's
+        d = self.spec.drift
+        self.drift = Drift(self.event, logger, fill_drop=d.drop, min_records=d.min_records)
         self._stored_bytes = 0  # of responses, against limits.responses_budget
         self._storing = limits.store_responses
         # {env:NAME} values never reach a row, a log file or a log line: see secrets.py
@@ -193,6 +201,7 @@ class CrawlRuntime:
             responses_budget=int(
                 s.getfloat("FRAMEWORK_RESPONSES_BUDGET_MB", RESPONSES_BUDGET_MB) * 2**20
             ),
+            halt_on_drift=s.getbool("FRAMEWORK_HALT_ON_DRIFT", False),
         )
         spec_hash = "sha256:" + hashlib.sha256(spec_path.read_bytes()).hexdigest()
         ws = Workspace.open(Path(jobdir), create=True)
@@ -225,6 +234,7 @@ class CrawlRuntime:
                 self.spec.name,
             )
         self.ws.record_spec(self.spec_hash)
+        self.drift.previous_fill(self._last_fill())
         if self._storing and self.limits.responses_budget:
             self._stored_bytes = store.responses_size()[1]
         now = time.time()
@@ -336,7 +346,12 @@ class CrawlRuntime:
     def on_response(self, row: Row, response: Response) -> Handled:
         self._outage.pop(urlsplit(row.url).netloc, None)  # it answered: not down
         status = response.status
+        self._page_drifted = False
         outcome = self.outcome_for(row, response)
+        if self._page_drifted and self.limits.halt_on_drift:
+            # nothing of this page is committed: its row stays pending, no drifted record
+            # is stored; the drift event is written, the crawl stops (exit 4)
+            return Handled(stop=REASON_DRIFT)
         if self._storing and status < 400:
             outcome = dataclasses.replace(outcome, response=self._keep(row, response))
         handled = self._commit(row, outcome, response)
@@ -495,7 +510,12 @@ class CrawlRuntime:
             # "until empty" pagination ends on an empty page: that one is expected
             end_of_pages=pg is not None and pg.stop.empty and page > 1,
         )
+        if kind.spec.emits and self.drift.watching(row.kind):
+            for values in kept:
+                self.drift.record(row.kind, url, values)
         for record in result.records:
+            if record.fallbacks:
+                self._page_drifted = True
             self._report_fallbacks(row.kind, url, record)
             if not record.valid:
                 self.counters.records_invalid += 1
@@ -806,6 +826,8 @@ class CrawlRuntime:
     def _report_fallbacks(self, kind: str, url: str, record: Record) -> None:
         for fld, index, expr in record.fallbacks:
             self.counters.fallbacks += 1
+            first = self._first_selector(kind, fld) if "[" not in fld else []
+            self.drift.fallback(kind, fld, first[0] if first else None, expr, url)
             seen = (kind, fld, index)
             if seen in self._fallbacks_seen:
                 continue
@@ -820,6 +842,21 @@ class CrawlRuntime:
             )
             self.event("layout_fallback", kind=kind, field=fld, index=index, selector=expr, url=url)
 
+    def _first_selector(self, kind: str, field: str) -> list[str]:
+        """A field's sources as labels (``css: .amount::text``), for drift reports."""
+        spec = self.job.kinds[kind].spec
+        fs = spec.id if field == "id" else spec.fields.get(field)
+        return [f"{s.kind}: {s.expr}" for s in fs.sources] if fs is not None else []
+
+    def _last_fill(self) -> dict[str, Any]:
+        """The fill counts of the last crawl or reparse (its finishing event), if any:
+        what this run's fill rates are compared with (one pass over events.jsonl)."""
+        last: dict[str, Any] = {}
+        for event in self.ws.events:
+            if event.get("event") in EXTRACTION_EVENTS:
+                last = last_extraction(event)["fill"]
+        return last
+
     def _finish_findings(self, items: Mapping[str, int], code: int) -> dict[str, Any]:
         """The end-of-run findings, as the run_finished event's extra fields."""
         emitting = [n for n, k in self.job.kinds.items() if k.spec.emits]
@@ -828,6 +865,7 @@ class CrawlRuntime:
             "warnings": self.findings.warnings(),
             "fill": self.findings.fill(),
         }
+        found["drift"] = self.drift.finish(found["fill"], self._first_selector)
         if code == EXIT_OK and nothing_extracted(items, self.spec.expect_empty):
             found["nothing_extracted"] = True
             logger.error(

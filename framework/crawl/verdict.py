@@ -38,6 +38,7 @@ HALT_REASONS = {
     REASON_ERROR_RATE: "the error-rate breaker stopped the crawl",
     REASON_DISK_FULL: "the disk is full",
     REASON_BROKEN: "the workspace is damaged",
+    "drift": "a field matched only a fallback selector (--halt-on-drift)",
 }
 
 

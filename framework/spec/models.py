@@ -389,6 +389,25 @@ class ShipSettings(_Strict):
     fallback_path: str | None = None
 
 
+class DriftSpec(_Strict):
+    """When a field's fill rate fell enough to report drift (framework/crawl/drift.py)."""
+
+    # percentage points below the previous crawl's rate ("25%": 0.9 -> 0.6 is drift)
+    fill_drop: str = "25%"
+    min_records: int = Field(default=10, ge=1)  # both crawls read at least this many
+
+    @field_validator("fill_drop")
+    @classmethod
+    def _percent(cls, value: str) -> str:
+        if not re.fullmatch(r"\d+(\.\d+)?%", value.strip()) or float(value.strip()[:-1]) > 100:
+            raise ValueError("fill_drop is a percentage, e.g. 25%")
+        return value.strip()
+
+    @property
+    def drop(self) -> float:
+        return float(self.fill_drop[:-1]) / 100
+
+
 class JobSpec(_Strict):
     """A whole job, as written in ``projects/<job>/job.yaml``."""
 
@@ -416,6 +435,7 @@ class JobSpec(_Strict):
     description: str | None = None
     # dateparser's languages for every date field that names none (`languages: [id]`)
     languages: tuple[str, ...] = ()
+    drift: DriftSpec = DriftSpec()
 
     @field_validator("name")
     @classmethod

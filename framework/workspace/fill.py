@@ -20,6 +20,7 @@ def last_extraction(event: Mapping[str, Any]) -> dict[str, Any]:
     for its type: a hand-edited event reads as empty, not as a crash)."""
     warnings = event.get("warnings")
     fill = event.get("fill")
+    drift = event.get("drift")
     return {
         "by": "reparse" if event.get("event") == "reparse_finished" else "crawl",
         "time": event.get("time") if isinstance(event.get("time"), str) else None,
@@ -28,6 +29,8 @@ def last_extraction(event: Mapping[str, Any]) -> dict[str, Any]:
         else [],
         "fill": fill if isinstance(fill, dict) else {},
         "nothing_extracted": event.get("nothing_extracted") is True,
+        # selector drift of that run (framework/crawl/drift.py)
+        "drift": [d for d in drift if isinstance(d, dict)] if isinstance(drift, list) else [],
     }
 
 

@@ -85,6 +85,7 @@ def build_status(
     report["last_run"] = last_run
     # found-nothing warnings and fill rates (issue 9): see framework/workspace/fill.py
     report.update(fill.sections(extraction, store.fill_counts()))
+    report["drift"] = extraction.get("drift", [])  # of the last crawl (crawl/drift.py)
     report["spec"]["changes"] = changes
     report["integrity"] = integrity.check(ws).as_dict()
     report["state"], report["exit_code"] = _verdict(report)
