@@ -102,7 +102,8 @@ class Findings:
         end_of_pages: bool,
     ) -> None:
         """One page of ``kind`` read: the values of the records it kept (the items of
-        an emitting kind) and how many it dropped. ``end_of_pages``: an empty page is the expected end of its list."""
+        an emitting kind) and how many it dropped. ``end_of_pages``: an empty page is
+        the expected end of its list."""
         fill = self._kinds.setdefault(kind, _KindFill())
         fill.pages += 1
         fill.emits = emits
