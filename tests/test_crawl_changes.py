@@ -182,3 +182,68 @@ def test_a_recrawl_quarantines_changes_over_a_limit_until_reviewed(
     assert decisions == [("review_accepted", jumped_key), ("review_rejected", lost_key)]
     again = crawl_cli("review", "fixture-cases", "--workspace", str(ws), cwd=tmp_path)
     assert "nothing held for review" in again.stdout
+
+
+def test_a_redesigned_site_is_recovered_reported_and_quarantined(
+    changing_site: ChangingSite, good_spec, tmp_path: Path, crawl_cli, fault_endpoint
+) -> None:
+    """The acceptance of issue 12: ids changed (data-field kept), one price times 9, one
+    value removed. Records recovered by fallback selectors are stored and a drift event
+    names the field; the price jump is quarantined and not shipped; the removed value
+    breaks its limit; review lists it."""
+    site = changing_site
+    spec = good_spec("cases", site.url, tmp_path)
+    text = spec.read_text(encoding="utf-8")
+    text = text.replace(
+        '  id: {css: "#case-number::text", required: true}',
+        '  id: {css: ["#case-number::text", "[data-field=case-number]::text"], required: true}',
+    )
+    text = text.replace("      min: 0\n", "      min: 0\n      max_change: 50%\n")
+    text = text.replace('    room: ".room::text"', '    room: {css: ".room::text", frozen: true}')
+    assert "data-field=case-number" in text
+    spec.write_text(text, encoding="utf-8")
+    ws = tmp_path / "ws"
+    _crawl(crawl_cli, spec, ws)
+    first = workspace_items(ws)
+    cases = [c for c in site.data.good if c.room is not None and not c.amount_variant]
+    jumped, lost = cases[0], cases[1]
+    jumped_key, lost_key = f"sipp-demo:{jumped.id}", f"sipp-demo:{lost.id}"
+
+    site.change(amount_factor={jumped.id: 9}, remove={lost.id: "room"}, redesign=True)
+    r = crawl_cli(
+        "requeue", "fixture-cases", "--kind", "detail", "--workspace", str(ws), cwd=tmp_path
+    )
+    assert r.returncode == EXIT_OK, r.stderr
+    _crawl(crawl_cli, spec, ws)
+
+    # every record recovered through data-field: stored as before (nothing lost)
+    assert workspace_items(ws) == first
+    finished = events(ws)[-1]
+    drifted = {d["field"]: d for d in finished["drift"] if d["reason"] == "fallback"}
+    assert set(drifted) == {"id", "amount"}
+    assert drifted["id"]["selectors"] == [
+        "css: #case-number::text",
+        "css: [data-field=case-number]::text",
+    ]
+    assert drifted["id"]["count"] == len(site.data.good)
+    with Workspace.open(ws, create=False, readonly=True) as w:
+        held = {h.dedupe_key: h for h in w.store.iter_holds()}
+    assert {k: [r["rule"] for r in h.reasons] for k, h in held.items()} == {
+        jumped_key: ["max_change"],
+        lost_key: ["vanished"],
+    }
+    r = crawl_cli(
+        "ship",
+        "fixture-cases",
+        "--workspace",
+        str(ws),
+        "--endpoint",
+        fault_endpoint.url,
+        cwd=tmp_path,
+    )
+    assert r.returncode == EXIT_OK, r.stderr[-3000:]
+    assert fault_endpoint.rows[jumped_key] == item_hashes(ws)[jumped_key][0]  # the old one
+    listed = crawl_cli("review", "fixture-cases", "--workspace", str(ws), cwd=tmp_path).stdout
+    assert f"  amount: {json.dumps(jumped.amount)} -> {json.dumps(jumped.amount * 9)}" in listed
+    st = crawl_cli("status", "fixture-cases", "--workspace", str(ws), cwd=tmp_path).stdout
+    assert "drift: detail.id matched fallback" in st
