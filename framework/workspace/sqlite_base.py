@@ -28,6 +28,7 @@ import os
 import shutil
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -363,7 +364,7 @@ class SqliteBase:
             conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         if not self.readonly:
-            conn.execute("PRAGMA journal_mode = WAL")
+            _enter_wal(conn)
             conn.execute("PRAGMA synchronous = NORMAL")
             conn.execute(f"PRAGMA wal_autocheckpoint = {AUTOCHECKPOINT_PAGES}")
             conn.execute(f"PRAGMA journal_size_limit = {WAL_SIZE_LIMIT}")
@@ -508,3 +509,24 @@ class SqliteBase:
 
 
 __all__ = ["CHUNK", "ERROR_DETAIL_MAX", "SqliteBase", "space_needed", "utc_now", "workspace_fault"]
+
+
+def _enter_wal(conn: sqlite3.Connection) -> None:
+    """Switch to WAL, waiting for a peer that holds the lock meanwhile.
+
+    Changing the journal mode needs an exclusive lock, and SQLite answers "database is
+    locked" at once, without calling the busy handler, while another process is creating
+    or switching the same file: two crawls (or seeders) opening a new workspace together
+    would otherwise have one of them fail.
+    """
+    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    delay = 0.005
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() >= deadline:
+                raise
+        time.sleep(delay)
+        delay = min(delay * 2, 0.1)
