@@ -197,9 +197,13 @@ def verdict(result: CrawlResult) -> None:
     if result.reason in (REASON_DISK_FULL, REASON_BROKEN) and result.fault is not None:
         raise result.fault  # one line: the workspace, what is wrong, what to do
     if result.reason in CHECKPOINT_REASONS:
+        # rows in error that still have attempts left are retried by the next run too
+        # (a down host's rows are errors with their attempts given back)
+        waiting = f"{result.pending} rows pending"
+        if result.errors:
+            waiting += f", {result.errors} in error to retry or review"
         raise Checkpoint(
-            f"{result.job}: {CHECKPOINT_REASONS[result.reason]}; {result.pending} rows pending"
-            " (run again later)"
+            f"{result.job}: {CHECKPOINT_REASONS[result.reason]}; {waiting} (run again later)"
         )
     if result.reason in HALT_REASONS:
         raise Halted(f"{result.job}: {HALT_REASONS[result.reason]} (a human must look)")
