@@ -173,7 +173,10 @@ def test_a_full_disk_stops_in_one_line_and_the_resume_is_exact(
     }
     # (the simulated quota lets the second run send a few requests before it stops too)
     assert all(v <= 2 for v in extra.values()), extra
-    assert sum(extra.values()) <= 2 * (4 + 1)  # the requests in flight when it stopped
+    # the requests in flight when each full run stopped (4 at a time, plus the one whose
+    # commit failed), and on a loaded machine one more batch the engine had already
+    # handed to the downloader before the stop took effect
+    assert sum(extra.values()) <= 3 * (4 + 1), extra
 
 
 def test_the_wal_is_truncated_once_no_reader_pins_it(tmp_path: Path) -> None:
