@@ -320,6 +320,7 @@ def test_spec_setting_values_are_type_checked(tmp_path: Path) -> None:
           DEFAULT_REQUEST_HEADERS: {Accept: [text/html]}
           USER_AGENT: ""
           FRAMEWORK_MAX_ATTEMPTS: 0
+          FRAMEWORK_EXTRACT_TIMEOUT: 0
         """,
     )
     assert got == [
@@ -333,6 +334,7 @@ def test_spec_setting_values_are_type_checked(tmp_path: Path) -> None:
         " expected a mapping of header names to texts",
         "14:15: wrong value for setting 'USER_AGENT': ''; expected a text",
         "15:27: wrong value for setting 'FRAMEWORK_MAX_ATTEMPTS': 0; expected an integer >= 1",
+        "16:30: wrong value for setting 'FRAMEWORK_EXTRACT_TIMEOUT': 0; expected a number > 0",
     ]
 
 

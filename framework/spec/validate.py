@@ -99,6 +99,8 @@ _AT_LEAST_ONE = {
     "FRAMEWORK_MAX_MATCH_CHARS": 1,
     "FRAMEWORK_MAX_ITEM_BYTES": 1,
 }
+# numbers that must be above zero: a zero time budget would refuse every page
+_ABOVE_ZERO = frozenset({"FRAMEWORK_EXTRACT_TIMEOUT"})
 _TRUSTED_HINT = (
     "put it in the project's Scrapy settings module or pass `-s {name}=...` on the "
     "command line (both are code you trust)"
@@ -120,6 +122,8 @@ def spec_settings() -> dict[str, tuple[str, float | None]]:
             out[name] = ("int", _AT_LEAST_ONE.get(name, 0))
         elif isinstance(default, str):
             out[name] = ("text", None)
+        elif name in _ABOVE_ZERO:
+            out[name] = ("positive", 0)
         else:  # float, or None for "no limit": a number
             out[name] = ("number", 0)
     return out
@@ -129,6 +133,9 @@ def _type_problem(kind: str, low: float | None, value: Any) -> str | None:
     """What ``value`` should have been, or None when it fits."""
     if kind == "bool":
         return None if isinstance(value, bool) else "true or false"
+    if kind == "positive":
+        ok = not isinstance(value, bool) and isinstance(value, int | float) and value > 0
+        return None if ok else "a number > 0"
     if kind in ("int", "number"):
         ok = not isinstance(value, bool) and (
             isinstance(value, int) or (kind == "number" and isinstance(value, float))
