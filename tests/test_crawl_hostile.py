@@ -538,3 +538,28 @@ def test_middleware_refuses_requests_and_redirect_responses_with_typed_kinds() -
         mw.process_exception(page, DownloadCancelledError(""))
     # a crawl that is stopping: its cancellations are not size errors
     assert _middleware(closing=True).process_exception(page, DownloadCancelledError("")) is None
+
+
+@pytest.mark.timeout(240)
+def test_links_carrying_credentials_never_become_rows(
+    hostile_server: Callable[[], HostileServer], tmp_path: Path, crawl_cli
+) -> None:
+    site = hostile_server()
+    host = site.url.removeprefix("http://")
+    site.route(
+        "/",
+        _page(f'<a href="http://admin:hunter2pw@{host}/private">creds</a><a href="/fine">fine</a>'),
+    )
+    site.route("/private", _page("<p>private</p>"))
+    site.route("/fine", _page("<p>fine text</p>"))
+    spec = _write_spec(tmp_path, DETAIL_BY_URL.format(base=site.url))
+    ws = tmp_path / "ws"
+
+    r = crawl_cli("crawl", str(spec), "--workspace", str(ws), "-L", "INFO", timeout=180)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert site.hits("/private") == 0
+    assert sorted(_rows(ws)) == [site.url + "/", site.url + "/fine"]
+    refused = [e for e in events(ws) if e["event"] == "links_refused"]
+    assert refused[-1]["counts"] == {"userinfo": 1}
+    assert b"hunter2pw" not in _workspace_bytes(ws)
+    assert "hunter2pw" not in r.stderr + r.stdout

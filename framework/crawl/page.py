@@ -71,7 +71,8 @@ class Guard:
     def __init__(self, allowed_domains: Iterable[str]) -> None:
         self.domains = frozenset(d.lower().strip(".") for d in allowed_domains if d)
         self.limits = Limits()
-        self.refused: Counter[str] = Counter()  # "scheme" / "offsite" -> links dropped
+        # "scheme" / "offsite" / "userinfo" -> links dropped
+        self.refused: Counter[str] = Counter()
         self.on_refused: Callable[[str, str], None] | None = None  # (url, why)
         self._allowed: set[str] = set()  # "scheme://host:port" prefixes found allowed
 
@@ -82,7 +83,10 @@ class Guard:
         origin = url[:end] if end > 0 else url
         if origin in self._allowed and "?" not in origin and "#" not in origin:
             return True
-        why = url_refusal(url, self.domains)
+        # A link with user:password@ would put a credential in rows, logs and requests
+        # that nobody chose to send: a page is not allowed to hand the crawler one.
+        why = "userinfo" if "@" in origin.partition("://")[2] else None
+        why = why or url_refusal(url, self.domains)
         if why is None:
             if len(self._allowed) < 1024 and "?" not in origin and "#" not in origin:
                 self._allowed.add(origin)

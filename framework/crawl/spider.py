@@ -100,7 +100,10 @@ class JobSpider(scrapy.Spider):
         if (why, target) in self._refusals_told:
             return
         self._refusals_told.add((why, target))
-        what = f"scheme {target!r}" if why == "scheme" else f"off-site host {target!r}"
+        what = {
+            "scheme": f"scheme {target!r}",
+            "userinfo": f"URLs with user:password@ at {target!r}",
+        }.get(why, f"off-site host {target!r}")
         logger.info(
             "refused links to %s (first: %s); they are counted, not followed", what, shown(url)
         )
