@@ -254,6 +254,9 @@ def test_a_damaged_state_file_is_one_line_in_status_and_crawl(
     crawl = _cli("crawl", str(spec), "--workspace", str(ws), *QUIET)
     assert crawl.returncode == EXIT_HALTED, crawl.stderr[-2000:]
     _one_clean_line(crawl.stderr, "damaged")
+    requeue = _cli("requeue", "cases", "--workspace", str(ws))
+    assert requeue.returncode == EXIT_HALTED, requeue.stderr[-2000:]
+    _one_clean_line(requeue.stderr, "damaged")
 
     # --fresh starts over: the damaged file is set aside, not deleted
     fresh = _cli("crawl", str(spec), "--workspace", str(ws), "--fresh", *QUIET)
@@ -283,10 +286,10 @@ def test_lost_commits_are_flagged_by_status_and_refused_by_crawl(
     report = json.loads(status.stdout)
     assert report["state"] == "broken"
     assert report["integrity"]["lost_ok_rows"] > 0
+    lines = len(url_log(ws))
     crawl = _cli("crawl", str(spec), "--workspace", str(ws), *QUIET)
     assert crawl.returncode == EXIT_HALTED, crawl.stderr[-2000:]
     _one_clean_line(crawl.stderr, "ok rows that state.sqlite lacks")
-    lines = len(url_log(ws))
     assert len(url_log(ws)) == lines  # refused before any request
 
     fresh = _cli("crawl", str(spec), "--workspace", str(ws), "--fresh", *QUIET)
