@@ -125,7 +125,7 @@ def test_a_version_1_workspace_gains_the_table(tmp_path: Path) -> None:
         assert ro.responses_size() == (0, 0)
         assert list(ro.iter_responses()) == []
     with SqliteStore.open(path) as s:
-        assert s.get_meta("schema_version") == str(SCHEMA_VERSION) == "2"
+        assert s.get_meta("schema_version") == str(SCHEMA_VERSION) == "3"
         assert s.get_row(row_id).status is RowStatus.OK  # type: ignore[union-attr]
         s.commit(Outcome(row_id=row_id, ok=True, http_status=200, response=page("u")))
         assert s.responses_size()[0] == 1

@@ -70,7 +70,7 @@ def raw(store: SqliteStore, sql: str, *params: object) -> list[tuple]:
 
 
 def test_open_creates_wal_schema_with_version(store: SqliteStore) -> None:
-    assert store.get_meta("schema_version") == "2"
+    assert store.get_meta("schema_version") == "3"
     assert raw(store, "PRAGMA journal_mode") == [("wal",)]
     tables = {r[0] for r in raw(store, "SELECT name FROM sqlite_master WHERE type='table'")}
     assert {"meta", "rows", "attempts", "items", "responses"} <= tables

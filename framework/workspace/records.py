@@ -17,7 +17,9 @@ from typing import Any
 
 # 2: the `responses` table (stored page bodies for `framework reparse`); a version 1
 # workspace gains it, empty, the first time a writer opens it.
-SCHEMA_VERSION = 2
+# 3: leases (rows' lease_owner, lease_expires_at, lease_token and the `workers` table:
+# see framework.workspace.leases); an older workspace gains them, all free.
+SCHEMA_VERSION = 3
 
 
 class RowStatus(StrEnum):
@@ -188,6 +190,10 @@ class Outcome:
     reparse: bool = False
     # candidates kept aside instead of stored as items (framework/workspace/holds.py)
     holds: Sequence[HoldWrite] = ()
+    # the fencing token of the worker's lease on the row (framework/workspace/leases.py):
+    # the commit is refused when the row's lease was taken over since. None: no lease
+    # (a single-process crawl holds the workspace alone), nothing is checked.
+    lease_token: int | None = None
 
 
 @dataclass(frozen=True)

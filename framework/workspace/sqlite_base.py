@@ -80,7 +80,11 @@ CREATE TABLE IF NOT EXISTS rows (
     item_key         TEXT,
     required         INTEGER NOT NULL DEFAULT 0,
     created_at       TEXT NOT NULL,
-    updated_at       TEXT NOT NULL
+    updated_at       TEXT NOT NULL,
+    -- schema 3: the lease of a crawl worker on the row (framework/workspace/leases.py)
+    lease_owner      INTEGER,
+    lease_expires_at REAL,
+    lease_token      INTEGER
 );
 -- resumable() walks only rows that are not ok: O(pending), whatever the total.
 CREATE INDEX IF NOT EXISTS rows_open ON rows (id) WHERE status != 'ok';
@@ -128,7 +132,27 @@ CREATE TABLE IF NOT EXISTS responses (
     size         INTEGER NOT NULL,
     stored_at    TEXT NOT NULL
 );
+-- schema 3: the crawl processes that worked on the workspace (leases.py)
+CREATE TABLE IF NOT EXISTS workers (
+    id           INTEGER PRIMARY KEY AUTOINCREMENT,
+    host         TEXT NOT NULL,
+    pid          INTEGER NOT NULL,
+    started_at   REAL NOT NULL,
+    heartbeat_at REAL NOT NULL,
+    stopped_at   REAL
+);
 """
+# schema 3: columns an older `rows` table gains (ALTER TABLE ADD COLUMN: O(1), no copy)
+_ROW_LEASE_COLUMNS = (
+    ("lease_owner", "INTEGER"),
+    ("lease_expires_at", "REAL"),
+    ("lease_token", "INTEGER"),
+)
+# after the columns exist: the heartbeat and the single-process reset find leased rows
+# through it (an ok row drops its lease, so it stays small)
+_LEASE_INDEX = (
+    "CREATE INDEX IF NOT EXISTS rows_leased ON rows (lease_owner) WHERE lease_owner IS NOT NULL"
+)
 
 _ROW_COLS = (
     "id, kind, url, method, body, body_type, parent_id, status, attempts, retryable, "
@@ -429,6 +453,11 @@ class SqliteBase:
             for statement in _SCHEMA.split(";"):
                 if statement.strip():
                     conn.execute(statement)
+            have = {r[1] for r in conn.execute("PRAGMA table_info(rows)")}
+            for name, sqltype in _ROW_LEASE_COLUMNS:
+                if name not in have:
+                    conn.execute(f"ALTER TABLE rows ADD COLUMN {name} {sqltype}")
+            conn.execute(_LEASE_INDEX)
             conn.execute(
                 "INSERT INTO meta (key, value) VALUES ('schema_version', ?) "
                 "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
