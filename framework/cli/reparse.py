@@ -11,6 +11,7 @@ import logging
 
 import click
 
+from framework import progress
 from framework.errors import Halted, WorkspaceError
 from framework.project import find_root, resolve_job, workspace_path
 
@@ -18,7 +19,7 @@ from framework.project import find_root, resolve_job, workspace_path
 @click.command("reparse")
 @click.argument("job")
 @click.option("--workspace", default=None, help="workspace folder (default var/<job>)")
-@click.option("-q", "--quiet", is_flag=True, help="warnings and errors only")
+@click.option("-q", "--quiet", is_flag=True, help="warnings and errors only, no progress line")
 def reparse(job: str, workspace: str | None, quiet: bool) -> int:
     """Re-extract every page stored in JOB's workspace with the current spec, without
     fetching anything: changed items get a new content hash (and ship again), new links
@@ -39,7 +40,7 @@ def reparse(job: str, workspace: str | None, quiet: bool) -> int:
     log.addHandler(handler)
     log.setLevel(logging.WARNING if quiet else logging.INFO)
     try:
-        result = run(spec_path, path)
+        result = run(spec_path, path, progress.mode(quiet))
     finally:
         log.removeHandler(handler)
     c = result.counts

@@ -19,9 +19,7 @@ It reads the workspace only through the running crawl's own store, and never wri
 
 from __future__ import annotations
 
-import atexit
 import logging
-import sys
 import time
 from collections import deque
 from collections.abc import Mapping
@@ -30,6 +28,8 @@ from typing import TYPE_CHECKING, Any
 
 from scrapy import signals
 from scrapy.exceptions import NotConfigured
+
+from framework.progress import LiveLine, duration, terminal
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -68,20 +68,13 @@ def output_settings(*, quiet: bool, verbose: bool, loglevel: str | None) -> dict
             log.addFilter(_WarningsOnly())
     out: dict[str, Any] = {"LOG_LEVEL": level, "STATS_DUMP": verbose}
     if not quiet:
-        out["FRAMEWORK_PROGRESS"] = "live" if _terminal() else "lines"
+        out["FRAMEWORK_PROGRESS"] = "live" if terminal() else "lines"
     return out
 
 
 class _WarningsOnly(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         return record.levelno >= logging.WARNING
-
-
-def _terminal() -> bool:
-    try:
-        return sys.stderr.isatty()
-    except (AttributeError, ValueError):  # a closed or replaced stream
-        return False
 
 
 # ------------------------------------------------------------------- progress
@@ -95,18 +88,11 @@ class Snapshot:
     eta_s: float | None  # None: not known yet (no rate, or nothing measured)
 
     def line(self) -> str:
-        eta = "" if self.eta_s is None else f" | ETA {_duration(self.eta_s)}"
+        eta = "" if self.eta_s is None else f" | ETA {duration(self.eta_s)}"
         return (
             f"rows {self.ok} ok, {self.pending} pending, {self.error} error"
             f" | {self.pages_per_s:.1f} pages/s | items {self.items}{eta}"
         )
-
-
-def _duration(seconds: float) -> str:
-    s = round(seconds)
-    h, rest = divmod(s, 3600)
-    m, s = divmod(rest, 60)
-    return f"{h}:{m:02d}:{s:02d}"
 
 
 class Tally:
@@ -178,7 +164,6 @@ class Progress:
         self._live: Any = None
         self._task: Any = None
         self._synced_at = 0.0
-        self._moved: list[tuple[logging.StreamHandler[Any], Any]] = []
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Progress:
@@ -236,36 +221,18 @@ class Progress:
 
     def show(self, snap: Snapshot) -> None:
         if self._live is not None:
-            from rich.text import Text
-
             name = getattr(self.crawler.spider, "name", "crawl")
-            self._live.update(Text(f"{name}: {snap.line()}"), refresh=True)
+            self._live.update(f"{name}: {snap.line()}")
         else:
             logger.info("progress: %s", snap.line())
 
     # --------------------------------------------------------------------- live
     def _start_live(self) -> None:
-        from rich.console import Console
-        from rich.live import Live
-
-        console = self._console or Console(stderr=True)
-        live = Live(console=console, transient=True, auto_refresh=False, redirect_stderr=True)
+        live = LiveLine(console=self._console)  # shared with reparse and ship
         live.start()
-        # Scrapy's log handler writes to the stderr it found at start-up: pointed at the
-        # live display's proxy, log lines are printed above the line, not through it.
-        for handler in logging.getLogger().handlers:
-            if isinstance(handler, logging.StreamHandler) and handler.stream is sys.__stderr__:
-                self._moved.append((handler, handler.stream))
-                handler.setStream(sys.stderr)
         self._live = live
-        # a forced stop (a second Ctrl-C) skips engine_stopped: the terminal still gets
-        # its cursor back when the process ends
-        atexit.register(self._stop_live)
 
     def _stop_live(self) -> None:
-        for handler, stream in self._moved:
-            handler.setStream(stream)
-        self._moved.clear()
         if self._live is not None:
             self._live.stop()
             self._live = None

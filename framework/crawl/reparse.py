@@ -31,6 +31,7 @@ from typing import Any
 from scrapy.http import Headers, Response
 from scrapy.responsetypes import responsetypes
 
+from framework import progress
 from framework.crawl.page import CompiledJob
 from framework.crawl.runtime import CrawlRuntime, Limits, nothing_extracted
 from framework.errors import UsageError, WorkspaceError
@@ -81,9 +82,10 @@ def _extract_limits(settings: dict[str, Any]) -> ExtractLimits:
         raise UsageError(f"extraction limits: {exc}") from None
 
 
-def reparse(spec_path: Path, workspace: Path) -> ReparseResult:
+def reparse(spec_path: Path, workspace: Path, progress_mode: str | None = None) -> ReparseResult:
     """Read every stored page of the job's workspace again with the spec at
-    ``spec_path``; commit what it gives. Blocks until done; no network."""
+    ``spec_path``; commit what it gives. Blocks until done; no network.
+    ``progress_mode``: see :func:`framework.progress.mode` (None: no progress)."""
     spec = load_spec(spec_path)
     if not (workspace / STATE_FILE).is_file():
         raise WorkspaceError(
@@ -100,12 +102,15 @@ def reparse(spec_path: Path, workspace: Path) -> ReparseResult:
     runtime = CrawlRuntime(ws, job, spec_hash, Limits(store_responses=False))
     try:
         with ws.lock("crawl"):
-            return _run(runtime, ws, spec_hash)
+            every = progress.interval(progress_mode, settings.get(progress.INTERVAL_ENV))
+            return _run(runtime, ws, spec_hash, progress_mode, every)
     finally:
         ws.close()
 
 
-def _run(runtime: CrawlRuntime, ws: Workspace, spec_hash: str) -> ReparseResult:
+def _run(
+    runtime: CrawlRuntime, ws: Workspace, spec_hash: str, progress_mode: str | None, every: float
+) -> ReparseResult:
     spec = runtime.spec
     stored, size = ws.store.responses_size()
     previous = ws.spec_hash()
@@ -114,18 +119,28 @@ def _run(runtime: CrawlRuntime, ws: Workspace, spec_hash: str) -> ReparseResult:
     ws.record_spec(spec_hash)
     started = time.monotonic()
     pages = skipped = unknown = newly_failed = 0
-    for row, body in ws.store.iter_responses():
-        if not _read_again(row):
-            skipped += 1
-            continue
-        if row.kind not in runtime.job.kinds and row.kind not in runtime.job.subtabs:
-            unknown += 1  # a kind the spec no longer has: nothing can read it
-            continue
-        pages += 1
-        outcome = runtime.outcome_for(row, rebuild(body))
-        runtime.commit_reparse(row, outcome)
-        if not outcome.ok and row.status is RowStatus.OK:
-            newly_failed += 1
+    meter = progress.Meter(
+        f"reparse {spec.name}",
+        stored,
+        "pages",
+        progress_mode,
+        every=every,
+        detail=lambda: _progress_detail(runtime),
+    )
+    with meter:
+        for row, body in ws.store.iter_responses():
+            meter.advance()
+            if not _read_again(row):
+                skipped += 1
+                continue
+            if row.kind not in runtime.job.kinds and row.kind not in runtime.job.subtabs:
+                unknown += 1  # a kind the spec no longer has: nothing can read it
+                continue
+            pages += 1
+            outcome = runtime.outcome_for(row, rebuild(body))
+            runtime.commit_reparse(row, outcome)
+            if not outcome.ok and row.status is RowStatus.OK:
+                newly_failed += 1
     items = ws.store.item_counts()
     emitting = [n for n, k in runtime.job.kinds.items() if k.spec.emits]
     runtime.findings.finish(emitting)
@@ -162,6 +177,14 @@ def _run(runtime: CrawlRuntime, ws: Workspace, spec_hash: str) -> ReparseResult:
             "%d stored pages are of kinds the spec no longer has: left as they were", unknown
         )
     return ReparseResult(spec.name, ws.path, counts, warnings, empty)
+
+
+def _progress_detail(runtime: CrawlRuntime) -> str:
+    c = runtime.counters
+    return (
+        f"items {c.items_new} new, {c.items_changed} changed, {c.items_unchanged} unchanged"
+        f" | {c.errors} failed"
+    )
 
 
 def _read_again(row: Row) -> bool:

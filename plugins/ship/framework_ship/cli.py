@@ -152,6 +152,7 @@ def _first(*values: str | None) -> str | None:
     help=f"Env variable holding the HMAC signing secret; when set, every request is "
     f"signed (X-Framework-Signature). [default ${DEFAULT_SIGNING_SECRET_ENV}]",
 )
+@click.option("-q", "--quiet", is_flag=True, help="No progress line.")
 @click.option(
     "--prune",
     is_flag=True,
@@ -178,6 +179,7 @@ def ship(
     max_error_rate: float,
     error_window: int,
     signing_secret_env: str | None,
+    quiet: bool,
     prune: bool,
 ) -> int:
     """Deliver the job's stored items to the ingest endpoint (replayable, idempotent).
@@ -240,6 +242,7 @@ def ship(
             echo=click.echo,
             notice=lambda message: click.echo(f"notice: {message}", err=True),
             signing_secret=secret,
+            quiet=quiet,
         )
         shipper.run()
     return 0

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO
 from urllib.parse import urlsplit
 
+from framework import progress
 from framework.errors import Checkpoint, FrameworkError, Halted, UsageError
 from framework.workspace import StoredItem, Workspace, utc_now
 from framework_ship.classify import Outcome
@@ -130,34 +131,44 @@ def decide(item: StoredItem, latest: Latest | None, retry_rejected: bool) -> tup
 
 
 class _Progress:
-    """A progress line on a terminal only (stderr), at most twice a second."""
+    """The run's progress on stderr, as the crawl's (:mod:`framework.progress`): a live
+    line on a terminal, a plain line every ``FRAMEWORK_PROGRESS_INTERVAL`` seconds
+    elsewhere, none when quiet. Counts items with a verdict this run of those to look at."""
 
-    def __init__(self, stream: TextIO) -> None:
+    def __init__(self, stream: TextIO, quiet: bool = False) -> None:
         self.stream = stream
-        self.enabled = stream.isatty()
-        self._last = 0.0
-        self._started = time.monotonic()
+        self.mode = progress.mode(quiet, stream)
+        self._meter: progress.Meter | None = None
+        self._counts: Counter[str] = Counter()
 
-    def update(self, counts: Counter[str], force: bool = False) -> None:
-        if not self.enabled:
-            return
-        now = time.monotonic()
-        if not force and now - self._last < 0.5:
-            return
-        self._last = now
-        sent = sum(counts.get(k, 0) for k in ("accepted", "updated", "duplicate"))
-        rate = sent / max(now - self._started, 1e-9)
-        self.stream.write(
-            f"\rshipped {sent} · skipped {counts.get('skipped', 0)} · "
-            f"rejected {counts.get('rejected', 0)} · error {counts.get('error', 0)} · "
-            f"{rate:.0f}/s "
+    def start(self, total: int | None) -> None:
+        self._meter = progress.Meter(
+            "ship",
+            total,
+            "items",
+            self.mode,
+            every=progress.interval(self.mode),
+            stream=self.stream,
+            detail=self._detail,
+        ).start()
+
+    def _detail(self) -> str:
+        c = self._counts
+        sent = sum(c.get(k, 0) for k in ("accepted", "updated", "duplicate"))
+        return (
+            f"shipped {sent}, skipped {c.get('skipped', 0)}, rejected "
+            f"{c.get('rejected', 0)}, error {c.get('error', 0)}"
         )
-        self.stream.flush()
+
+    def update(self, summary: ShipSummary) -> None:
+        if self._meter is not None:
+            self._counts = summary.counts
+            self._meter.update(sum(summary.counts.values()) + summary.held)
 
     def done(self) -> None:
-        if self.enabled:
-            self.stream.write("\n")
-            self.stream.flush()
+        if self._meter is not None:
+            self._meter.stop()
+            self._meter = None
 
 
 class Shipper:
@@ -172,6 +183,7 @@ class Shipper:
         sleep: Callable[[float], None] | None = None,
         clock: Callable[[], float] = time.time,
         progress_stream: TextIO | None = None,
+        quiet: bool = False,
         signing_secret: str | None = None,
     ) -> None:
         self.ws = ws
@@ -193,7 +205,9 @@ class Shipper:
         self.stop = threading.Event()
         self.stop_reason: str | None = None
         self._batch_limit = options.batch_size
-        self._progress = _Progress(progress_stream if progress_stream is not None else sys.stderr)
+        self._progress = _Progress(
+            progress_stream if progress_stream is not None else sys.stderr, quiet
+        )
 
     # items --------------------------------------------------------------------
     def _items(self) -> Iterator[StoredItem]:
@@ -228,6 +242,15 @@ class Shipper:
                 + ", ".join(sorted(wanted)[:10])
                 + (" ..." if len(wanted) > 10 else "")
             )
+
+    def _to_look_at(self) -> int | None:
+        """How many items this run gives a verdict (the progress line's total)."""
+        if self.options.only:
+            return len(set(self.options.only))
+        counts = self.ws.store.item_counts()
+        if self.options.include_incomplete:
+            return counts["complete"] + counts["incomplete"]
+        return counts["complete"]
 
     # dry run ------------------------------------------------------------------
     def dry_run(self) -> ShipSummary:
@@ -347,6 +370,7 @@ class Shipper:
         previous = self._install_signals()
         stop_error: FrameworkError | None = None
         crashed: BaseException | None = None
+        self._progress.start(self._to_look_at())
         try:
             stop_error = self._loop(deliverer, index, summary)
         except BaseException as exc:  # recorded below, then re-raised as is
@@ -459,7 +483,7 @@ class Shipper:
                             f"items exceeds --max-error-rate {opts.max_error_rate:.0%}"
                         )
                         self.stop.set()
-            self._progress.update(summary.counts)
+            self._progress.update(summary)
 
         pool: _Workers | _Inline
         inline = opts.concurrency == 1 and opts.batch_size == 1
@@ -472,6 +496,7 @@ class Shipper:
                     in_flight_keys.update(i.dedupe_key for i in batch)
 
                 for item, ship, why in self._decided(index):
+                    self._progress.update(summary)
                     if self.stop.is_set():
                         break
                     if not ship:
