@@ -70,24 +70,28 @@ class Worker:
     leased: int = 0  # open rows it holds a lease on right now
 
     def alive(self, now: float, lease_seconds: float) -> bool:
-        """Running, as far as the workspace can tell: not stopped, its pid present when
-        it runs on this host, and a heartbeat within one lease."""
+        """Running, as far as the workspace can tell: not stopped, and its pid present
+        when it runs on this host, else a heartbeat within one lease."""
         if self.stopped_at is not None:
             return False
-        if self.host == socket.gethostname() and not pid_alive(self.pid):
-            return False
+        if self.host == socket.gethostname():
+            return pid_alive(self.pid)
         return now - self.heartbeat_at <= lease_seconds
 
 
 def pid_alive(pid: int) -> bool:
-    """Whether a process with that pid exists on this host (a stopped one does)."""
+    """Whether a process with that pid runs on this host (a stopped one does)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True  # someone else's process: it exists
-    return True
+    try:  # a zombie (killed, not yet reaped by its parent) is dead too
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            return fh.read().rpartition(b")")[2].split()[0] != b"Z"
+    except (OSError, IndexError):
+        return True
 
 
 class Leases:
