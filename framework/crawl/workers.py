@@ -1,0 +1,283 @@
+"""`framework crawl JOB --processes N`: N crawl processes on one workspace.
+
+Owns the parent's side (prepare the workspace once, start N workers, forward signals,
+wait, answer the worst exit code of theirs) and what a worker needs beyond a normal
+crawl: its share of the crawl lock and its lease heartbeat. The rows each worker
+fetches are the lease protocol's (:mod:`framework.workspace.leases`); the worker itself
+is an ordinary crawl (:func:`framework.crawl.process.run_crawl`) with
+``FRAMEWORK_WORKER`` set, so everything a crawl does it does too.
+
+The crawl lock: a single-process crawl holds ``crawl.lock`` exclusively. The parent
+takes it exclusively too while it prepares (integrity check, ``--fresh``, freeing the
+leases of a crawl that was killed), then turns it into a shared lock that each worker
+also takes shared: a second crawl, `requeue` or `review` is refused while any of them
+runs, and a worker killed by ``kill -9`` leaves the others holding it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import logging
+import math
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from framework.errors import (
+    EXIT_CHECKPOINT,
+    EXIT_HALTED,
+    EXIT_OK,
+    EXIT_USAGE,
+    FrameworkError,
+    UsageError,
+)
+from framework.workspace import Workspace, utc_now
+from framework.workspace.workspace import lock_held
+
+if TYPE_CHECKING:
+    from scrapy.settings import Settings
+
+    from framework.workspace.leases import Leases
+
+logger = logging.getLogger(__name__)
+
+WORKER_SETTING = "FRAMEWORK_WORKER"  # set in each child: claim rows by lease
+LEASE_SETTING = "FRAMEWORK_LEASE_SECONDS"
+BATCH_SETTING = "FRAMEWORK_LEASE_BATCH"  # rows a worker holds at most (0: from concurrency)
+# the worst first: a usage error, a halt, a checkpoint, then success
+_SEVERITY = {EXIT_USAGE: 4, EXIT_HALTED: 3, EXIT_CHECKPOINT: 2, EXIT_OK: 0}
+
+
+def processes(value: str) -> int:
+    """``--processes`` as a count: a number of at least 1, or ``auto`` (the cores)."""
+    if value.strip().lower() == "auto":
+        return max(1, len(os.sched_getaffinity(0)))
+    try:
+        n = int(value)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise UsageError(f"--processes expects a number of at least 1 or auto, got {value!r}")
+    return n
+
+
+@contextlib.contextmanager
+def shared_crawl_lock(ws: Workspace) -> Iterator[None]:
+    """A worker's share of ``crawl.lock`` (see the module's docstring)."""
+    path = ws.lock_path("crawl")
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise lock_held(path, _holder(path)) from None
+        try:
+            yield
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+
+
+def _holder(path: Path) -> dict[str, Any] | None:
+    try:
+        value = json.loads(path.read_text(encoding="utf-8") or "null")
+    except (OSError, ValueError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+class Heartbeat:
+    """Renews a worker's leases every third of a lease on the reactor; what it finds
+    lost (taken over while this process was paused) is handed to ``on_lost``."""
+
+    def __init__(self, leases: Leases, on_lost: Any = None) -> None:
+        from twisted.internet.task import LoopingCall
+
+        self.leases = leases
+        self.on_lost = on_lost
+        self._call = LoopingCall(self._beat)
+        self.interval = leases.lease_seconds / 3
+
+    def start(self) -> None:
+        self._call.start(self.interval, now=False)
+
+    def _beat(self) -> None:
+        try:
+            lost = self.leases.heartbeat()
+        except Exception:  # a busy or full disk: the next beat tries again
+            logger.exception("lease heartbeat failed")
+            return
+        if lost and self.on_lost is not None:
+            self.on_lost(lost)
+
+    def stop(self) -> None:
+        if self._call.running:
+            self._call.stop()
+
+
+# ------------------------------------------------------------------------ parent side
+def run_workers(
+    spec_path: Path,
+    root: Path,
+    jobdir: Path,
+    n: int,
+    *,
+    overrides: Mapping[str, Any],
+    fresh: bool,
+) -> int:
+    """Prepare the workspace, run ``n`` worker processes to their end, and return the
+    worst of their exit codes (a worker killed by a signal counts as interrupted: 3)."""
+    from framework.crawl.process import preflight
+    from framework.workspace.leases import reset
+
+    preflight(jobdir, fresh=fresh)
+    jobdir.mkdir(parents=True, exist_ok=True)
+    with Workspace.open(jobdir, create=True) as ws:
+        path = ws.lock_path("crawl")
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise lock_held(path, _holder(path)) from None
+            info = {
+                "pid": os.getpid(),
+                "host": socket.gethostname(),
+                "started": utc_now(),
+                "processes": n,
+            }
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, (json.dumps(info) + "\n").encode(), 0)
+            # alone here: what a killed crawl leased is free at once
+            freed = reset(ws.store)
+            if fresh:
+                ws.store.reset_rows()
+                ws.events.append(
+                    {"time": utc_now(), "event": "rows_reset", "why": "fresh run requested"}
+                )
+            if freed:
+                logger.info("%d leases of stopped workers freed", freed)
+            # shared from here on: the workers take their share before this one lets go
+            fcntl.flock(fd, fcntl.LOCK_SH)
+            return _spawn_and_wait(spec_path, root, jobdir, n, overrides)
+        finally:
+            os.ftruncate(fd, 0)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+
+
+def _spawn_and_wait(
+    spec_path: Path, root: Path, jobdir: Path, n: int, overrides: Mapping[str, Any]
+) -> int:
+    payload = json.dumps(
+        {
+            "spec": str(spec_path),
+            "root": str(root),
+            "settings": {**overrides, "JOBDIR": str(jobdir), WORKER_SETTING: True},
+        }
+    )
+    argv = [
+        sys.executable,
+        "-c",
+        "import sys; from framework.crawl.workers import child_main; "
+        "sys.exit(child_main(sys.argv[1]))",
+        payload,
+    ]
+    children = [subprocess.Popen(argv) for _ in range(n)]
+
+    def forward(signum: int, _frame: object) -> None:
+        for child in children:
+            if child.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    child.send_signal(signum)
+
+    old = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        # reaped as each ends, not in order: a killed worker must not linger as a
+        # zombie, whose pid would still look alive to the others (leases.pid_alive)
+        while any(child.poll() is None for child in children):
+            time.sleep(0.1)
+        codes = [child.returncode for child in children]
+    finally:
+        for s, handler in old.items():
+            signal.signal(s, handler)
+    return worst(codes)
+
+
+def worst(codes: list[int]) -> int:
+    """The worst exit code: usage (2) over halted (4) over checkpoint (3) over ok; a
+    worker killed by a signal (a negative code) was interrupted: a checkpoint."""
+    mapped = [EXIT_CHECKPOINT if c < 0 else c for c in codes]
+    return max(mapped, key=lambda c: _SEVERITY.get(c, 5 if c else 0), default=EXIT_OK)
+
+
+def job_settings(spec_path: Path, root: Path, overrides: Mapping[str, Any]) -> Settings:
+    """The settings a crawl of the job runs with (the project's, the job's and its
+    spec's, then the command's), as :func:`framework.crawl.process.run_crawl` builds them."""
+    from scrapy.settings import Settings
+
+    from framework import scrapy_settings
+    from framework.crawl.spider import spider_class
+    from framework.spec import load_spec
+
+    settings = Settings()
+    settings.setmodule(scrapy_settings, priority="project")
+    spider_class(load_spec(spec_path), spec_path, root / "var").update_settings(settings)
+    settings.setdict(dict(overrides), priority="cmdline")
+    return settings
+
+
+def shared_politeness(settings: Settings, n: int) -> dict[str, Any]:
+    """What each of ``n`` workers gets so that together they keep the job's per-host
+    politeness: a share of CONCURRENT_REQUESTS_PER_DOMAIN (at least 1 each) and ``n``
+    times DOWNLOAD_DELAY. Their CPU adds up; their pressure on a host does not."""
+    per_host = settings.getint("CONCURRENT_REQUESTS_PER_DOMAIN", 8)
+    out: dict[str, Any] = {"CONCURRENT_REQUESTS_PER_DOMAIN": max(1, math.ceil(per_host / n))}
+    delay = settings.getfloat("DOWNLOAD_DELAY", 0.0)
+    if delay > 0:
+        out["DOWNLOAD_DELAY"] = delay * n
+    return out
+
+
+# ------------------------------------------------------------------------- child side
+def child_main(payload: str) -> int:
+    """One worker: a crawl of the same workspace, leasing the rows it fetches; returns
+    its exit code as `framework crawl` would (the parent prints the summary)."""
+    import click
+
+    from framework.crawl.process import run_crawl, verdict
+
+    spec = json.loads(payload)
+    try:
+        result = run_crawl(Path(spec["spec"]), Path(spec["root"]), overrides=spec["settings"])
+        verdict(result)
+    except FrameworkError as exc:
+        click.echo(f"worker {os.getpid()}: error: {exc}", err=True)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        return EXIT_CHECKPOINT
+    return EXIT_OK
+
+
+__all__ = [
+    "BATCH_SETTING",
+    "LEASE_SETTING",
+    "WORKER_SETTING",
+    "Heartbeat",
+    "child_main",
+    "job_settings",
+    "processes",
+    "run_workers",
+    "shared_crawl_lock",
+    "shared_politeness",
+    "worst",
+]
