@@ -28,6 +28,7 @@ from parsel import Selector
 from scrapy.http import Response, TextResponse
 
 from framework.crawl.changes import ChangeLimits
+from framework.crawl.forms import CompiledForm, FormError, Submission
 from framework.crawl.safety import url_refusal
 from framework.extract.fields import (
     Extraction,
@@ -146,6 +147,7 @@ class PageResult:
     records: list[Record] = field(default_factory=list)
     links: list[Link] = field(default_factory=list)
     next_pages: list[Link] = field(default_factory=list)
+    forms: list[Submission] = field(default_factory=list)  # form requests (forms.py)
 
 
 _ALL_LINKS = compile_css("a::attr(href)")
@@ -291,6 +293,7 @@ class CompiledKind:
             CompiledSubtab(name, n, t, guard, job.languages) for n, t in kind.subtabs.items()
         ]
         self.pagination: Pagination | None = kind.pagination
+        self.forms = [CompiledForm(name, i, f) for i, f in enumerate(kind.forms)]
         self.next_json = (
             compile_jsonpath(kind.pagination.next)
             if kind.pagination is not None and kind.pagination.next and self.is_json
@@ -352,7 +355,27 @@ class CompiledKind:
                 for url in rule.urls(sel, base):
                     result.links.append(Link(rule.to, url, dict(carry)))
         result.next_pages = self._next(response, sel, doc, len(scopes), carry, page_no)
+        if self.forms and sel is not None:
+            result.forms = self._forms(response, sel, result, carry)
         return result
+
+    def _forms(
+        self, response: Response, sel: Selector, result: PageResult, carry: Mapping[str, Any]
+    ) -> list[Submission]:
+        """The page's form requests. A page that is one record hands its values on, as
+        its follow links do; templates also see ``url`` and ``source_type``."""
+        values = dict(carry)
+        if self.spec.each is None and result.records:
+            values.update(result.records[0].values)
+        ctx = {**values, "url": response.url, "source_type": self.job.source_type}
+        encoding = response.encoding if isinstance(response, TextResponse) else "utf-8"
+        out: list[Submission] = []
+        try:
+            for form in self.forms:
+                out.extend(form.submissions(sel, encoding, ctx, values, self.guard.admit))
+        except FormError as exc:
+            raise PageError(str(exc)) from None
+        return out
 
     def _record(self, scope: Scope, carry: Mapping[str, Any]) -> Record:
         ext: Extraction = self.fields.extract(scope)

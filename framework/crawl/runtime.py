@@ -571,6 +571,19 @@ class CrawlRuntime:
             ctx = _carry(link.carry)
             ctx["page"] = page + 1
             new_rows.append(NewRow(kind=link.kind, url=link.url, context=ctx))
+        # A form request is a row like any other: its body (the page's hidden state
+        # included) is part of its identity, since a view state may hold earlier choices.
+        for sub in result.forms:
+            new_rows.append(
+                NewRow(
+                    kind=sub.kind,
+                    url=sub.url,
+                    method=sub.method,
+                    body=sub.body,
+                    body_type=sub.body_type,
+                    context=_carry(sub.carry),
+                )
+            )
         return Outcome(
             row_id=row.id, ok=True, http_status=status, new_rows=new_rows, items=items, holds=held
         )

@@ -62,6 +62,10 @@ def spec_env_names(spec: JobSpec) -> list[str]:
             if tab.body is not None:
                 for text in _strings(tab.body.form or tab.body.json_body):
                     names.extend(env_names(text))
+        for form in kind.forms:  # POST form fields (framework/crawl/forms.py)
+            for fld in form.fields.values():
+                for value in [fld.value or "", *(fld.values or ())]:
+                    names.extend(env_names(value))
     return list(dict.fromkeys(names))
 
 

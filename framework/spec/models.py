@@ -291,6 +291,75 @@ class SubtabSpec(_Strict):
         return self
 
 
+class FormField(_Strict):
+    """What one named field of a submitted form carries (``forms: [{fields: ...}]``).
+
+    Exactly one of ``value`` (a template over the page's context: a constant,
+    ``{author}``, ``{env:NAME}``), ``values`` (one request per value) or ``options``
+    (one request per ``<option>`` of the form's ``<select>`` of that name). The short
+    forms: a string is a ``value``, a list is ``values``."""
+
+    value: str | None = None
+    values: tuple[str, ...] | None = None
+    options: bool = False
+    exclude: tuple[str, ...] = ()  # option values never submitted (empty ones never are)
+    carry: str | None = None  # the submitted value reaches the next page's records as this
+    carry_label: str | None = None  # ... and the chosen option's text as this
+
+    @model_validator(mode="before")
+    @classmethod
+    def _short(cls, data: Any) -> Any:
+        if isinstance(data, str):
+            return {"value": data}
+        if isinstance(data, list | tuple):
+            return {"values": data}
+        return data
+
+    @model_validator(mode="after")
+    def _one(self) -> FormField:
+        given = [k for k in ("value", "values") if getattr(self, k) is not None]
+        given += ["options"] if self.options else []
+        if len(given) != 1:
+            raise ValueError("a form field takes exactly one of value, values or options")
+        if self.values is not None and not self.values:
+            raise ValueError("`values` needs at least one value")
+        if self.exclude and not self.options:
+            raise ValueError("`exclude` goes with `options: true`")
+        if self.carry_label is not None and not self.options:
+            raise ValueError("`carry_label` goes with `options: true`")
+        return self
+
+    @property
+    def fans_out(self) -> bool:
+        return self.options or self.values is not None
+
+
+class FormSpec(_Strict):
+    """A form of the page submitted as ``FormRequest.from_response`` would: the page's
+    own inputs (hidden ones such as ``__VIEWSTATE`` included) as they are, the named
+    ``fields`` set on top; the response is a page of kind ``to``."""
+
+    css: str | None = None  # the form, or an element inside it (Scrapy's formcss)
+    xpath: str | None = None  # ... (formxpath)
+    index: int | None = Field(default=None, ge=0)  # the n-th <form> of the page (formnumber)
+    to: str
+    fields: dict[str, FormField] = {}
+    click: dict[str, str | int] | None = None  # attributes of the submit element (clickdata)
+    dont_click: bool = False  # submit without any submit element's name=value
+    method: Literal["GET", "POST"] | None = None  # None: the form's own method
+    required: bool = True  # a page without the form is an error (else: no request)
+    max_requests: int = Field(default=1000, ge=1)  # per page; over it the page is an error
+
+    @model_validator(mode="after")
+    def _where(self) -> FormSpec:
+        given = [k for k in ("css", "xpath", "index") if getattr(self, k) is not None]
+        if len(given) > 1:
+            raise ValueError("a form is found by one of css, xpath or index")
+        if self.click is not None and self.dont_click:
+            raise ValueError("`click` and `dont_click: true` contradict each other")
+        return self
+
+
 class PageKind(_Strict):
     """One kind of page: its records, fields, follow rules, pagination and sub-tabs.
 
@@ -310,6 +379,7 @@ class PageKind(_Strict):
     subtabs: dict[str, SubtabSpec] = {}
     # groups of fields of which at least one must have a value (else the record is invalid)
     required_any: tuple[tuple[str, ...], ...] = ()
+    forms: tuple[FormSpec, ...] = ()  # forms of the page to submit (crawl/forms.py)
 
     @field_validator("required_any", mode="before")
     @classmethod
@@ -322,6 +392,11 @@ class PageKind(_Strict):
         if isinstance(value, dict):
             return [value]
         return value
+
+    @field_validator("forms", mode="before")
+    @classmethod
+    def _forms_list(cls, value: Any) -> Any:
+        return [value] if isinstance(value, dict) else value
 
     @property
     def emits(self) -> bool:

@@ -613,7 +613,10 @@ class _Checker:
                 f"start kind {spec.start!r} is not a page kind",
                 f"one of: {', '.join(kinds)}",
             )
-        edges = {name: {r.to for r in kind.follow} for name, kind in kinds.items()}
+        edges = {
+            name: {r.to for r in kind.follow} | {f.to for f in kind.forms}
+            for name, kind in kinds.items()
+        }
         for name, kind in kinds.items():
             self.page(name, kind, paths[name], kinds, edges)
         reached = _reach(spec.start_kind(), edges)
@@ -651,7 +654,65 @@ class _Checker:
         for other, kind in kinds.items():
             if other == name or name in _reach(other, edges):
                 names.update(kind.fields)
+                for form in kind.forms:  # values a form carries to the pages it leads to
+                    for fld in form.fields.values():
+                        names.update(n for n in (fld.carry, fld.carry_label) if n)
         return names
+
+    def forms(
+        self,
+        name: str,
+        kind: PageKind,
+        path: Path_,
+        kinds: dict[str, PageKind],
+        edges: dict[str, set[str]],
+    ) -> None:
+        """A page kind's ``forms:`` (crawl/forms.py): the form's selector, the kind of its
+        response, the field templates, and credentials only in a POST body."""
+        many = isinstance(self.raw((*path, "forms")), list)
+        known = self.known_names(name, kinds, edges)
+        for i, form in enumerate(kind.forms):
+            fpath: Path_ = (*path, "forms", i) if many else (*path, "forms")
+            if kind.format.value != "html":
+                self.add(
+                    fpath,
+                    f"a form on a `format: {kind.format.value}` page is never submitted",
+                    "`forms:` on an HTML page kind",
+                    key=True,
+                )
+            if form.css is not None:
+                self.selector((*fpath, "css"), form.css, kind="css")
+            if form.xpath is not None:
+                self.selector((*fpath, "xpath"), form.xpath, kind="xpath")
+            if form.to not in kinds:
+                self.add(
+                    (*fpath, "to"),
+                    f"`to: {form.to}` names no page kind",
+                    f"one of: {', '.join(kinds)}",
+                )
+            for fname, fld in form.fields.items():
+                vpath: Path_ = (*fpath, "fields", fname)
+                texts = [fld.value] if fld.value is not None else list(fld.values or ())
+                raw = self.raw(vpath)
+                for j, text in enumerate(texts):
+                    tpath: Path_ = vpath
+                    if isinstance(raw, list):
+                        tpath = (*vpath, j)
+                    elif isinstance(raw, dict):
+                        tpath = (
+                            (*vpath, "value") if fld.value is not None else (*vpath, "values", j)
+                        )
+                    self.template(tpath, text, known, "form field template")
+                    for problem in env_problems(text):
+                        self.add(tpath, problem, "{env:NAME}")
+                    if env_names(text) and form.method != "POST":
+                        self.add(
+                            tpath,
+                            f"an {{env:...}} reference in form field '{fname}' of a form "
+                            "whose method the page decides (a GET would put it in a URL)",
+                            "`method: POST` on this form",
+                        )
+                    self.literal_secret(tpath, str(fname), text, "form field")
 
     def page(
         self,
@@ -749,6 +810,7 @@ class _Checker:
                         "`stop: empty` needs `each` (what counts as a record)",
                         "`each:` on this page kind",
                     )
+        self.forms(name, kind, path, kinds, edges)
         # sub-tabs
         known = self.known_names(name, kinds, edges)
         for tname, tab in kind.subtabs.items():

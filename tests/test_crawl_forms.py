@@ -1,0 +1,300 @@
+"""Forms and chains (``forms:``): an ASP.NET-style two-step postback crawled from YAML.
+
+The real CLI against the fixture site of :mod:`tests.fixtures.aspnet_site`, whose
+server checks its view state's MAC and event validation: a request that does not carry
+the page's own hidden fields is refused, so the known truth is only reached by
+submitting each page's own form, every author, then every tag of that author.
+"""
+
+from __future__ import annotations
+
+import random
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qsl, quote_plus
+
+import pytest
+
+from framework.workspace import RowStatus, Workspace
+from tests.fixtures.aspnet_site import AUTHORS, AspNetSite, author_tags, truth
+from tests.fixtures.crawl import CLI, events, run_cli, url_log, workspace_items
+
+EXIT_OK = 0
+EXIT_SPEC = 2
+SECRET = "s3cret form value!"
+
+CHAIN = """\
+name: quotes_search
+source_type: quotes
+start_urls: ["{url}{start}"]
+{extra}
+pages:
+  search:
+    forms:
+      css: "form#aspnetForm"
+      to: tags
+      dont_click: true              # the author's onchange posts back without a button
+      fields:
+        author: {{options: true, carry: author}}
+        __EVENTTARGET: author
+  tags:
+    forms:
+      css: "form#aspnetForm"
+      to: results
+      click: {{name: submit_button}}   # the first submit button clears the search
+      fields:
+        tag: {{options: true, carry: tag}}
+  results:
+    each: "div.quote"
+    id: {{xpath: "@data-id"}}
+    fields:
+      text: "span.text::text"
+"""
+
+
+def write_spec(
+    tmp_path: Path, site: AspNetSite, start: str = "/search.aspx", extra: str = ""
+) -> Path:
+    path = tmp_path / "quotes_search.yaml"
+    path.write_text(CHAIN.format(url=site.url, start=start, extra=extra), encoding="utf-8")
+    return path
+
+
+def crawl(spec: Path, ws: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    return run_cli("crawl", str(spec), "--workspace", str(ws), "-L", "WARNING", *extra)
+
+
+def records(ws: Path) -> dict[str, dict[str, Any]]:
+    """The stored items as the truth writes them (id, text, author, tag)."""
+    return {
+        item["source_id"]: {k: item[k] for k in ("text", "author", "tag")}
+        | {"id": item["source_id"]}
+        for item in workspace_items(ws).values()
+    }
+
+
+def rows(ws: Path) -> list[Any]:
+    with Workspace.open(ws, create=False, readonly=True) as w:
+        return list(w.store.iter_rows())
+
+
+def pairs() -> int:
+    return sum(len(author_tags(i)) for i in range(len(AUTHORS)))
+
+
+def test_the_two_step_postback_reaches_every_author_and_tag(make_aspnet_site, tmp_path):
+    site = make_aspnet_site()
+    spec = write_spec(tmp_path, site)
+    ws = tmp_path / "ws"
+    r = crawl(spec, ws)
+    assert r.returncode == EXIT_OK, r.stderr[-3000:]
+
+    assert records(ws) == truth()  # record by record
+    assert site.rejected == []  # every post carried its page's own view state
+    assert site.hits[("POST", "/filter.aspx")] == len(AUTHORS) + pairs()
+    # each submission is a row of its own: POST, the form's fields as the body
+    posted = [row for row in rows(ws) if row.method == "POST"]
+    assert len(posted) == len(AUTHORS) + pairs()
+    for row in posted:
+        fields = dict(parse_qsl(row.body))
+        assert row.body_type == "form"
+        assert row.url == f"{site.url}/filter.aspx"
+        assert {"__VIEWSTATE", "__EVENTVALIDATION", "author"} <= set(fields)
+        if row.kind == "tags":
+            assert fields["__EVENTTARGET"] == "author"
+            assert "submit_button" not in fields
+        else:
+            assert fields["submit_button"] == "Search"
+            assert "clear_button" not in fields
+    # the empty placeholder option is never submitted
+    assert all(dict(parse_qsl(r.body, keep_blank_values=True))["author"] for r in posted)
+
+
+def test_a_second_run_on_the_same_workspace_posts_nothing_again(make_aspnet_site, tmp_path):
+    site = make_aspnet_site()
+    spec = write_spec(tmp_path, site)
+    ws = tmp_path / "ws"
+    assert crawl(spec, ws).returncode == EXIT_OK
+    before = site.hits[("POST", "/filter.aspx")]
+    again = crawl(spec, ws)
+    assert again.returncode == EXIT_OK, again.stderr[-2000:]
+    assert site.hits[("POST", "/filter.aspx")] == before
+    assert records(ws) == truth()
+
+
+def _kill_loop(spec: Path, ws: Path, rng: random.Random, kills: int) -> int:
+    landed = 0
+    for _ in range(kills * 3):
+        if landed >= kills:
+            break
+        log = ws / "urls.jsonl"
+        before = log.read_bytes().count(b"\n") if log.exists() else 0
+        proc = subprocess.Popen(
+            [*CLI, "crawl", str(spec), "--workspace", str(ws), "-L", "WARNING"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 60
+        while proc.poll() is None and time.monotonic() < deadline:
+            if log.exists() and log.read_bytes().count(b"\n") > before:
+                break
+            time.sleep(0.02)
+        time.sleep(rng.uniform(0.05, 0.35))
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGKILL)
+            landed += 1
+        proc.wait(timeout=60)
+    return landed
+
+
+@pytest.mark.slow
+def test_kill_9_mid_chain_and_resume_gives_the_same_truth(make_aspnet_site, tmp_path):
+    # each answer takes 0.4 s: a kill 0.05-0.35 s after a run's first answer lands while
+    # that level of the chain is in flight
+    site = make_aspnet_site(delay=0.4)
+    spec = write_spec(tmp_path, site)
+    ws = tmp_path / "ws"
+    landed = _kill_loop(spec, ws, random.Random(20261130), kills=2)
+    assert landed == 2
+    final = crawl(spec, ws)
+    assert final.returncode == EXIT_OK, final.stderr[-3000:]
+
+    assert records(ws) == truth()
+    assert site.rejected == []  # stored rows posted after a restart still validate
+    assert not [r for r in rows(ws) if r.status is not RowStatus.OK]
+    ok_rows: set[int] = set()
+    for line in url_log(ws):  # no row that was ok is ever posted again
+        assert line["row"] not in ok_rows, line
+        if line["outcome"] == "ok":
+            ok_rows.add(line["row"])
+    kinds = [e["event"] for e in events(ws)]
+    assert kinds.count("run_resumed") >= 2
+
+
+def test_a_form_whose_action_is_off_site_is_refused_and_counted(make_aspnet_site, tmp_path):
+    site = make_aspnet_site()
+    spec = write_spec(tmp_path, site, start="/offsite.aspx", extra="expect_empty: true")
+    ws = tmp_path / "ws"
+    r = crawl(spec, ws)
+    assert r.returncode == EXIT_OK, r.stderr[-2000:]
+    assert site.hits[("POST", "/filter.aspx")] == 0  # localhost is the same server, not allowed
+    assert not [row for row in rows(ws) if row.method == "POST"]
+    log = events(ws)
+    refused = [e for e in log if e["event"] == "link_refused"]
+    assert refused
+    assert refused[0]["why"] == "offsite"
+    assert "localhost" in refused[0]["target"]
+    counts = [e["counts"] for e in log if e["event"] == "links_refused"]
+    assert counts == [{"offsite": 1}]  # one form, refused once (not once per author)
+
+
+def test_a_fan_out_over_the_limit_is_an_error_and_sends_nothing(make_aspnet_site, tmp_path):
+    site = make_aspnet_site(big_options=2500)
+    spec = tmp_path / "big.yaml"
+    spec.write_text(
+        f"""\
+name: big_select
+source_type: big
+start_urls: ["{site.url}/big.aspx"]
+pages:
+  start:
+    forms:
+      css: "form#big"
+      to: item
+      fields:
+        item: {{options: true}}
+  item:
+    id: {{css: "h1::text"}}
+""",
+        encoding="utf-8",
+    )
+    ws = tmp_path / "ws"
+    r = crawl(spec, ws)
+    assert r.returncode != EXIT_OK
+    assert site.hits[("POST", "/filter.aspx")] == 0
+    (row,) = rows(ws)
+    assert row.status is RowStatus.ERROR
+    assert row.last_error_kind == "parse"
+    assert "would make 2500 requests (item: 2500)" in (row.last_error or "")
+    assert "over its max_requests (1000)" in (row.last_error or "")
+    failed = [e for e in events(ws) if e["event"] == "row_failed"]
+    assert len(failed) == 1
+    assert "max_requests" in failed[0]["error"]
+
+    # raised on purpose, the same page fans out in full
+    spec.write_text(
+        spec.read_text(encoding="utf-8").replace(
+            "        item: {options: true}",
+            "        item: {options: true}\n      max_requests: 3000",
+        ),
+        encoding="utf-8",
+    )
+    r = crawl(spec, tmp_path / "ws2", "--max-requests", "5")
+    assert len([x for x in rows(tmp_path / "ws2") if x.method == "POST"]) == 2500
+
+
+def test_a_credential_in_a_form_is_sent_and_never_stored(make_aspnet_site, tmp_path, monkeypatch):
+    monkeypatch.setenv("FW_FORM_SECRET", SECRET)
+    # the page carries a hidden input naming the same variable: it is sent as text
+    site = make_aspnet_site(trap="{env:FW_FORM_SECRET}")
+    spec = tmp_path / "quotes_search.yaml"
+    text = CHAIN.format(url=site.url, start="/search.aspx", extra="").replace(
+        "        __EVENTTARGET: author\n",
+        "        __EVENTTARGET: author\n"
+        '        passcode: "{env:FW_FORM_SECRET}"\n'
+        "      method: POST\n",
+    )
+    spec.write_text(text, encoding="utf-8")
+    ws = tmp_path / "ws"
+    r = crawl(spec, ws)
+    assert r.returncode == EXIT_OK, r.stderr[-3000:]
+    assert records(ws) == truth()
+
+    first = [dict(parse_qsl(b.decode())) for b in site.posted[: len(AUTHORS)]]
+    assert all(f["passcode"] == SECRET for f in first)  # resolved where the spec put it
+    assert all(f["trap"] == "{env:FW_FORM_SECRET}" for f in first)  # the page's: text
+    encoded = quote_plus(SECRET).encode()
+    for path in ws.rglob("*"):
+        if path.is_file():
+            data = path.read_bytes()
+            assert SECRET.encode() not in data, path.name
+            assert encoded not in data, path.name
+    assert SECRET not in r.stdout + r.stderr
+
+
+def test_validate_locates_a_bad_form_selector_and_an_unknown_kind(tmp_path):
+    spec = tmp_path / "bad.yaml"
+    spec.write_text(
+        """\
+name: bad_forms
+source_type: bad
+start_urls: ["http://example.org/search.aspx"]
+pages:
+  search:
+    forms:
+      - css: "form[["
+        to: results
+        fields:
+          author: {options: true}
+      - index: 1
+        to: nowhere
+        fields:
+          q: "{no_such_field}"
+          password: hunter2
+  results:
+    each: "div.quote"
+    id: {css: "::attr(data-id)"}
+""",
+        encoding="utf-8",
+    )
+    r = run_cli("validate", str(spec))
+    assert r.returncode == EXIT_SPEC, r.stdout + r.stderr
+    out = r.stdout + r.stderr
+    assert f"{spec}:7:14: invalid CSS selector 'form[['" in out, out
+    assert f"{spec}:12:13: `to: nowhere` names no page kind" in out, out
+    assert f"{spec}:14:14: form field template '{{no_such_field}}' names unknown field" in out, out
+    assert f"{spec}:15:21: a literal credential in form field 'password'" in out, out
+    assert "Traceback" not in out
