@@ -8,6 +8,8 @@ submitting each page's own form, every author, then every tag of that author.
 
 from __future__ import annotations
 
+import json
+import os
 import random
 import signal
 import subprocess
@@ -298,3 +300,38 @@ pages:
     assert f"{spec}:14:14: form field template '{{no_such_field}}' names unknown field" in out, out
     assert f"{spec}:15:21: a literal credential in form field 'password'" in out, out
     assert "Traceback" not in out
+
+
+def test_preview_lists_the_form_requests_a_page_would_make(make_aspnet_site, tmp_path):
+    site = make_aspnet_site()
+    spec = write_spec(tmp_path, site)
+    r = run_cli("preview", str(spec), "--kind", "search", "--json")
+    assert r.returncode == EXIT_OK, r.stderr[-2000:]
+    report = json.loads(r.stdout)
+    assert [f["carry"] for f in report["forms"]] == [{"author": a} for a in AUTHORS]
+    assert {(f["kind"], f["method"], f["url"]) for f in report["forms"]} == {
+        ("tags", "POST", f"{site.url}/filter.aspx")
+    }
+    assert site.hits[("POST", "/filter.aspx")] == 0  # shown, not sent
+    text = run_cli("preview", str(spec), "--kind", "search")
+    assert "form requests (8):" in text.stdout
+    assert "author=Albert+Einstein&__EVENTTARGET=author" in text.stdout
+
+
+def test_the_search_form_template_crawls_the_fixture_to_the_truth(make_aspnet_site, tmp_path):
+    site = make_aspnet_site()
+    env = {**os.environ, "FRAMEWORK_HOME": str(tmp_path)}
+    subprocess.run(
+        [*CLI, "new", "qs", "--template", "search-form", "--start-url", f"{site.url}/search.aspx"],
+        cwd=tmp_path,
+        env=env,
+        check=True,
+        capture_output=True,
+    )
+    spec = tmp_path / "projects" / "qs" / "job.yaml"
+    spec.write_text(spec.read_text().replace("DOWNLOAD_DELAY: 0.5", "DOWNLOAD_DELAY: 0"))
+    r = crawl(spec, tmp_path / "ws")
+    assert r.returncode == EXIT_OK, r.stderr[-2000:]
+    items = workspace_items(tmp_path / "ws")
+    got = {i["source_id"]: (i["text"], i["said_by"], i["author"], i["tag"]) for i in items.values()}
+    assert got == {k: (q["text"], q["author"], q["author"], q["tag"]) for k, q in truth().items()}

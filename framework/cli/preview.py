@@ -124,6 +124,16 @@ def render(report: Any) -> str:
     if report.next:
         lines.append("next page:")
         lines.extend(f"  -> {link['url']}  ({link['kind']})" for link in report.next)
+    if report.forms:
+        lines.append(f"form requests ({len(report.forms)}):")
+        for sub in report.forms[:FORMS_SHOWN]:
+            # the spec's fields come last (as in Scrapy): the end of a long body shows them
+            text = sub["body"] or ""
+            tail = text if len(text) <= VALUE_WIDTH else "..." + text[3 - VALUE_WIDTH :]
+            body = f"  body {tail}" if text else ""
+            lines.append(f"  -> {sub['method']} {sub['url']}  ({sub['kind']}){body}")
+        if len(report.forms) > FORMS_SHOWN:
+            lines.append(f"  ... and {len(report.forms) - FORMS_SHOWN} more (--json lists all)")
     for why, count in sorted(report.refused.items()):
         lines.append(f"refused links ({why}): {count}")
     return "\n".join(lines)
@@ -141,6 +151,9 @@ def _trace(t: Any) -> str:
     if t.outcome == "default":
         return f"{_short(t.value)}  (default: nothing matched)"
     return f"EMPTY{req}: nothing matched"
+
+
+FORMS_SHOWN = 10  # a select with hundreds of options is a long list: the first ones
 
 
 def _short(value: Any) -> str:

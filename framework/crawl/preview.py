@@ -72,6 +72,8 @@ class Preview:
     records: list[RecordTrace] = field(default_factory=list)
     follow: list[dict[str, Any]] = field(default_factory=list)
     next: list[dict[str, Any]] = field(default_factory=list)
+    # form submissions (forms:): kind, method, url, body and the values carried on
+    forms: list[dict[str, Any]] = field(default_factory=list)
     refused: dict[str, int] = field(default_factory=dict)
     tab_value: Any = None  # a sub-tab kind's value
 
@@ -180,6 +182,10 @@ def explain(
             )
     report.follow = [{"kind": link.kind, "url": link.url} for link in result.links]
     report.next = [{"kind": link.kind, "url": link.url} for link in result.next_pages]
+    report.forms = [
+        {"kind": f.kind, "method": f.method, "url": f.url, "body": f.body, "carry": f.carry}
+        for f in result.forms
+    ]
     report.refused = dict(job.guard.refused)
     return _masked(report, mask)
 
