@@ -176,6 +176,12 @@ def render(job: str, r: dict[str, Any]) -> str:
         )
         if run["counts"]:
             out.append("  " + ", ".join(f"{k} {v}" for k, v in run["counts"].items()))
+        blocked = run.get("blocked")
+        if blocked:
+            out.append(
+                f"  blocked: {blocked.get('url')} matched the blocked rule {blocked.get('rule')}"
+                " (its row stays pending: run again once the site lets the crawler in)"
+            )
     found = fill.render_lines(r)
     if found:
         out.append("")

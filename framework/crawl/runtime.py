@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from framework.crawl.blocking import REASON_BLOCKED, Block, Detector
 from framework.crawl.changes import ChangeLimits
 from framework.crawl.drift import Drift
 from framework.crawl.findings import FOUND_NOTHING_EVENT, Findings
@@ -169,6 +170,8 @@ class CrawlRuntime:
         d = self.spec.drift
         self.drift = Drift(self.event, logger, fill_drop=d.drop, min_records=d.min_records)
         self._stored_bytes = 0  # of responses, against limits.responses_budget
+        self.blocker = Detector(self.spec)  # soft bans: see blocking.py
+        self.blocked: Block | None = None  # the first page that matched a blocked rule
         self._storing = limits.store_responses
         # {env:NAME} values never reach a row, a log file or a log line: see secrets.py
         self.secrets = Secrets.from_spec(self.spec)
@@ -345,6 +348,9 @@ class CrawlRuntime:
     # ------------------------------------------------------------- responses
     def on_response(self, row: Row, response: Response) -> Handled:
         self._outage.pop(urlsplit(row.url).netloc, None)  # it answered: not down
+        banned = self._soft_ban(row, response)
+        if banned is not None:
+            return banned
         status = response.status
         self._page_drifted = False
         outcome = self.outcome_for(row, response)
@@ -367,6 +373,52 @@ class CrawlRuntime:
         elif status == 429 and self.limits.stop_on_429:
             handled.stop = REASON_RATE_LIMITED
         return handled
+
+    def _soft_ban(self, row: Row, response: Response) -> Handled | None:
+        """A page that matches a ``blocked:`` rule is not committed: the row stays
+        pending with its attempts untouched, and the crawl stops as a checkpoint. The
+        request is still logged (outcome ``blocked``, no attempt), and the first match
+        of the run is an event and a warning naming the URL and the rule."""
+        if not self.blocker:
+            return None
+        block = self.blocker.check(row.kind, response)
+        if block is None:
+            return None
+        self.ws.urls.append(
+            {
+                "time": utc_now(),
+                "method": row.method,
+                "url": redact_url(row.url),
+                "final_url": redact_url(response.url),
+                "status": response.status,
+                "bytes": len(response.body),
+                "outcome": REASON_BLOCKED,
+                "row": row.id,
+                "kind": row.kind,
+                "attempt": None,  # none was spent
+            },
+            redacted=True,
+        )
+        if self.blocked is None:
+            self.blocked = block
+            self.event(
+                "blocked",
+                row=row.id,
+                kind=row.kind,
+                url=redact_url(row.url),
+                matched_url=redact_url(block.url),
+                status=block.status,
+                rule=block.rule,
+            )
+            logger.warning(
+                "blocked: %s (%s) matched the blocked rule %s: stopping; the row stays "
+                "pending, nothing of the page is stored (run again once the site lets "
+                "the crawler in)",
+                redact_url(row.url),
+                redact_url(block.url) if block.url != row.url else f"HTTP {block.status}",
+                block.rule,
+            )
+        return Handled(stop=REASON_BLOCKED)
 
     def outcome_for(self, row: Row, response: Response) -> Outcome:
         """What ``response`` means for ``row`` under the spec: the crawl's and the
@@ -929,6 +981,7 @@ class CrawlRuntime:
                 rows={k: {str(st): n for st, n in v.items()} for k, v in counts.items()},
                 items=items,
                 **found,
+                **self._blocked_summary(),
             )
         except (WorkspaceFull, WorkspaceBroken) as exc:
             # the run's end cannot be written; the crawl's exit (4) says why
@@ -937,6 +990,13 @@ class CrawlRuntime:
             self._stack.close()
             self.ws.close()
         return final
+
+    def _blocked_summary(self) -> dict[str, Any]:
+        """The soft ban that stopped the run, for run_finished (and so `status`)."""
+        b = self.blocked
+        if b is None:
+            return {}
+        return {"blocked": {"url": redact_url(b.url), "rule": b.rule, "status": b.status}}
 
 
 def nothing_extracted(items: Mapping[str, int], expect_empty: bool) -> bool:

@@ -19,6 +19,7 @@ from scrapy import signals
 from scrapy.exceptions import CloseSpider
 from scrapy.http import Request
 
+from framework.crawl.blocking import MIDDLEWARE, MIDDLEWARE_ORDER, Slots
 from framework.crawl.page import CompiledJob, job_domains
 from framework.crawl.politeness import Abandoned
 from framework.crawl.runtime import REASON_FINISHED, CrawlRuntime, Handled
@@ -54,6 +55,7 @@ class JobSpider(scrapy.Spider):
     spec_path: ClassVar[Path]
     compiled: ClassVar[CompiledJob]
     secrets: ClassVar[Secrets]
+    slots: ClassVar[Slots]  # per page kind rate limits (crawl/blocking.py)
     # row kind -> meta of a rendered request; None when the job renders nothing
     render_meta: ClassVar[RequestMeta | None] = None
     runtime: CrawlRuntime
@@ -138,7 +140,7 @@ class JobSpider(scrapy.Spider):
             priority = PRIORITY_OTHER
         if row.attempts:
             priority -= 1  # a retry waits behind fresh work, as Scrapy's own retries do
-        meta: dict[str, Any] = {"fw_row": row}
+        meta: dict[str, Any] = {"fw_row": row, **self.slots.meta(row.kind)}
         if self.render_meta is not None:
             meta.update(self.render_meta(row.kind))  # the renderer plugin's (playwright)
         until = self.runtime.not_before_for(row)  # Retry-After, or the retry's backoff
@@ -318,6 +320,12 @@ def spider_class(spec: JobSpec, spec_path: Path, workspace_root: Path) -> type[J
     settings["FRAMEWORK_MAX_ATTEMPTS"] = spec.max_attempts
     settings["JOBDIR"] = str(workspace_root / spec.name)
     _merge(settings, render_settings)  # the spec's own settings win over the renderer's
+    slots = Slots(spec)
+    if slots:  # per page kind rate limits: a gate of their own (crawl/blocking.py)
+        settings["DOWNLOADER_MIDDLEWARES"] = {
+            **settings["DOWNLOADER_MIDDLEWARES"],
+            MIDDLEWARE: MIDDLEWARE_ORDER,
+        }
     settings.update(spec.settings)
     attrs: dict[str, Any] = {
         "name": spec.name,
@@ -325,6 +333,7 @@ def spider_class(spec: JobSpec, spec_path: Path, workspace_root: Path) -> type[J
         "spec_path": spec_path,
         "compiled": CompiledJob(spec),
         "secrets": Secrets.from_spec(spec, where=str(spec_path)),  # before any request
+        "slots": slots,
         "render_meta": None if render_meta is None else staticmethod(render_meta),
         "custom_settings": settings,
         # enforced on every request and redirect hop by framework.crawl.safety

@@ -30,6 +30,8 @@ CHECKPOINT_REASONS = {
     "max_requests": "the --max-requests cap was reached",
     "rate_limited": "the site rate-limited the crawl",
     "host_down": "a host refused every connection or could not be resolved",
+    # a page matched a `blocked:` rule (crawl/blocking.py); the line above names it
+    "blocked": "the site served a page the spec says means blocked (a captcha, a ban)",
     REASON_SHUTDOWN: "interrupted",
     REASON_ABORTED: "aborted by a second signal",
 }

@@ -268,6 +268,48 @@ class Body(_Strict):
         return self
 
 
+class RateSpec(_Strict):
+    """How fast one page kind (or the job) may be fetched: a gate of its own
+    (framework/crawl/blocking.py), so its limits hold whatever else the job fetches."""
+
+    # at most this many requests started per second (0.5: one every two seconds)
+    per_second: float | None = Field(default=None, gt=0)
+    concurrency: int | None = Field(default=None, ge=1)  # at most this many in flight
+
+    @model_validator(mode="after")
+    def _something(self) -> RateSpec:
+        if self.per_second is None and self.concurrency is None:
+            raise ValueError("a rate needs `per_second`, `concurrency` or both")
+        return self
+
+
+class BlockRule(_Strict):
+    """What a soft ban looks like (a captcha, a "blocked" page): every condition given
+    must hold. A response that matches stops the crawl as a checkpoint, its row pending."""
+
+    name: str | None = None  # said in the message and the event; default: the conditions
+    css: str | None = None  # an element on the page
+    xpath: str | None = None
+    status: tuple[int, ...] = ()  # one of these HTTP statuses
+    url: str | None = None  # a regex searched in the URL the response came from (redirects)
+
+    @field_validator("status", mode="before")
+    @classmethod
+    def _status_list(cls, value: Any) -> Any:
+        return [value] if isinstance(value, int) else value
+
+    @model_validator(mode="after")
+    def _some_condition(self) -> BlockRule:
+        if self.css is None and self.xpath is None and not self.status and self.url is None:
+            raise ValueError("a blocked rule needs at least one of css, xpath, status or url")
+        return self
+
+
+def _rules_list(value: Any) -> Any:
+    """``blocked:`` is one rule or a list of them."""
+    return [value] if isinstance(value, dict) else value
+
+
 class SubtabSpec(_Strict):
     """An extra request per record (an AJAX tab). Its data lands in the record under
     the tab's name: a list of rows when ``each`` is given, else a mapping of fields."""
@@ -281,6 +323,7 @@ class SubtabSpec(_Strict):
     required: bool = True  # the record is complete only when this tab is ok
     render: Render | None = None  # None: the job's (JSON tabs: http)
     browser: RenderOptions | None = None  # with render: playwright
+    rate: RateSpec | None = None  # this tab's own rate limit (else the job's)
 
     @model_validator(mode="after")
     def _check(self) -> SubtabSpec:
@@ -380,6 +423,14 @@ class PageKind(_Strict):
     # groups of fields of which at least one must have a value (else the record is invalid)
     required_any: tuple[tuple[str, ...], ...] = ()
     forms: tuple[FormSpec, ...] = ()  # forms of the page to submit (crawl/forms.py)
+    rate: RateSpec | None = None  # this kind's own rate limit (else the job's)
+    # soft-ban rules of this kind (and its sub-tabs), besides the job's
+    blocked: tuple[BlockRule, ...] = ()
+
+    @field_validator("blocked", mode="before")
+    @classmethod
+    def _blocked(cls, value: Any) -> Any:
+        return _rules_list(value)
 
     @field_validator("required_any", mode="before")
     @classmethod
@@ -416,11 +467,18 @@ class ListShort(_Strict):
     render: Render | None = None
     browser: RenderOptions | None = None
     required_any: tuple[tuple[str, ...], ...] = ()
+    rate: RateSpec | None = None
+    blocked: tuple[BlockRule, ...] = ()
 
     @field_validator("required_any", mode="before")
     @classmethod
     def _required_any(cls, value: Any) -> Any:
         return _any_groups(value)
+
+    @field_validator("blocked", mode="before")
+    @classmethod
+    def _blocked(cls, value: Any) -> Any:
+        return _rules_list(value)
 
 
 class DetailShort(_Strict):
@@ -431,11 +489,18 @@ class DetailShort(_Strict):
     render: Render | None = None
     browser: RenderOptions | None = None
     required_any: tuple[tuple[str, ...], ...] = ()
+    rate: RateSpec | None = None
+    blocked: tuple[BlockRule, ...] = ()
 
     @field_validator("required_any", mode="before")
     @classmethod
     def _required_any(cls, value: Any) -> Any:
         return _any_groups(value)
+
+    @field_validator("blocked", mode="before")
+    @classmethod
+    def _blocked(cls, value: Any) -> Any:
+        return _rules_list(value)
 
 
 class KeySpec(_Strict):
@@ -511,6 +576,15 @@ class JobSpec(_Strict):
     # dateparser's languages for every date field that names none (`languages: [id]`)
     languages: tuple[str, ...] = ()
     drift: DriftSpec = DriftSpec()
+    # one rate limit shared by every request of a kind without a `rate:` of its own
+    rate: RateSpec | None = None
+    # soft-ban rules of every page kind and sub-tab (framework/crawl/blocking.py)
+    blocked: tuple[BlockRule, ...] = ()
+
+    @field_validator("blocked", mode="before")
+    @classmethod
+    def _blocked(cls, value: Any) -> Any:
+        return _rules_list(value)
 
     @field_validator("name")
     @classmethod
@@ -567,6 +641,8 @@ class JobSpec(_Strict):
                 follow=follow,
                 pagination=pagination,
                 required_any=lst.required_any,
+                rate=lst.rate,
+                blocked=lst.blocked,
             )
         if self.detail is not None:
             d = self.detail
@@ -578,6 +654,8 @@ class JobSpec(_Strict):
                 fields=d.fields,
                 subtabs=d.subtabs,
                 required_any=d.required_any,
+                rate=d.rate,
+                blocked=d.blocked,
             )
         return kinds
 

@@ -31,7 +31,7 @@ from framework.extract.fields import (
 )
 from framework.extract.patterns import backtracking_risk
 from framework.spec.load import Document, Path_
-from framework.spec.models import KIND_NAME_RE, SOURCE_KEYS, JobSpec, PageKind
+from framework.spec.models import KIND_NAME_RE, SOURCE_KEYS, BlockRule, JobSpec, PageKind
 from framework.spec.render import render_problems
 from framework.spec.template import ENV_REF, Template, TemplateError, env_names, env_problems
 from framework.workspace.jsonl import is_secret_key, is_secret_param
@@ -586,6 +586,7 @@ class _Checker:
                 )
         self.settings()
         self.credentials()
+        self.blocked_rules(("blocked",), spec.blocked)
         if spec.ship.endpoint is not None and not _http_url(spec.ship.endpoint):
             self.add(
                 ("ship", "endpoint"),
@@ -645,6 +646,61 @@ class _Checker:
             key_path, spec.key.template, known_everywhere or BUILTIN_NAMES, "key template"
         )
         return self.problems
+
+    def blocked_rules(self, path: Path_, rules: tuple[BlockRule, ...]) -> None:
+        """A soft-ban rule's selectors, URL regex and statuses (crawl/blocking.py)."""
+        many = isinstance(self.raw(path), list)
+        for i, rule in enumerate(rules):
+            rpath: Path_ = (*path, i) if many else path
+            if rule.css is not None:
+                self.selector((*rpath, "css"), rule.css, kind="css")
+            if rule.xpath is not None:
+                self.selector((*rpath, "xpath"), rule.xpath, kind="xpath")
+            if rule.url is not None:
+                self.regex((*rpath, "url"), rule.url)
+            for code in rule.status:
+                if not 100 <= code <= 599:
+                    self.add((*rpath, "status"), f"status {code}", "an HTTP status, 100 to 599")
+
+    def never_runs(
+        self, name: str, kind: PageKind, path: Path_, kinds: dict[str, PageKind]
+    ) -> None:
+        """Parts of a page kind that validate as shapes but are never sent or applied."""
+        if kind.id is None:
+            for tname in kind.subtabs:
+                self.add(
+                    (*path, "subtabs", tname),
+                    f"sub-tab '{tname}' is never sent: sub-tabs are requested once per "
+                    f"record with an id, and page kind '{name}' has no `id`",
+                    f"`id:` on '{name}' (its records become items), or the sub-tab on the "
+                    "kind that has one",
+                    key=True,
+                )
+        if kind.format.value == "json" and kind.follow:
+            fpath: Path_ = (*path, "follow")
+            if isinstance(self.raw(fpath), list):
+                fpath = (*fpath, 0)
+            self.add(
+                fpath,
+                f"follow rules of page kind '{name}' are never applied: links are read from "
+                "HTML pages, and it is `format: json`",
+                "`pagination: {next: <JSON path>}` for next pages, or `format: html`",
+            )
+        pg = kind.pagination
+        if pg is not None and pg.max_pages == 1:
+            ppath: Path_ = (*path, "next") if path == ("list",) else (*path, "pagination")
+            self.add(
+                (*ppath, "max_pages"),
+                "pagination with `max_pages: 1` never fetches a next page",
+                "`max_pages` of 2 or more, or no pagination",
+            )
+        short = self.spec.list_
+        if path == ("list",) and short is not None and short.follow and "detail" not in kinds:
+            self.add(
+                ("list", "follow"),
+                "`follow` leads to the detail page, but the spec has no `detail:`",
+                "a `detail:` section (its `id` and fields)",
+            )
 
     def known_names(
         self, name: str, kinds: dict[str, PageKind], edges: dict[str, set[str]]
@@ -770,7 +826,7 @@ class _Checker:
                 if rule.to not in kinds:
                     self.add(
                         (*rpath, "to"),
-                        f"`to: {rule.to}` names no page kind",
+                        f"`to: {rule.to}` names no page kind{_subtab_hint(rule.to, kinds)}",
                         f"one of: {', '.join(kinds)}",
                     )
         # pagination
@@ -811,6 +867,8 @@ class _Checker:
                         "`each:` on this page kind",
                     )
         self.forms(name, kind, path, kinds, edges)
+        self.blocked_rules((*path, "blocked"), kind.blocked)
+        self.never_runs(name, kind, path, kinds)
         # sub-tabs
         known = self.known_names(name, kinds, edges)
         for tname, tab in kind.subtabs.items():
@@ -839,6 +897,18 @@ class _Checker:
             raw_tab = self.raw(tpath) or {}
             for fname, fraw in (raw_tab.get("fields") or {}).items():
                 self.field((*tpath, "fields", fname), fraw, json_page=tab_json)
+
+
+def _subtab_hint(to: str, kinds: dict[str, PageKind]) -> str:
+    """Why a `to:` naming a sub-tab cannot work: a sub-tab is requested per record."""
+    for name, kind in kinds.items():
+        for tab in kind.subtabs:
+            if to in (tab, f"{name}.{tab}"):
+                return (
+                    f" (it is a sub-tab of '{name}': sub-tabs are requested once per record "
+                    "from their `url:` template, never followed from links)"
+                )
+    return ""
 
 
 def _is_scrapy_setting(name: str) -> bool:

@@ -170,6 +170,9 @@ def _scan_events(
             run["duration_s"] = (
                 duration if _number(duration) else _seconds(run["started"], run["finished"])
             )
+            blocked = event.get("blocked")  # the soft ban that stopped it (crawl/blocking.py)
+            if isinstance(blocked, dict):
+                run["blocked"] = blocked  # url, rule, status
         elif name == "requeued" and run is not None:
             run["requeued_since"] = True
         elif name == "spec_changed":

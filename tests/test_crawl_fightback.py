@@ -1,0 +1,333 @@
+"""Sites that fight back, from a YAML spec only: soft bans stop the crawl as a
+checkpoint (exit 3) and nothing of the ban page is stored; per page kind rate limits as
+the site observed them; the final URL of a redirect in the URL log; and `validate`
+refusing parts of a spec that would never run.
+
+Real crawls through the real CLI against tests/fixtures/blocking_site.py, which counts
+requests in flight and their arrival times on the server's side.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import random
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from scrapy.http import HtmlResponse
+
+from framework.crawl.blocking import Detector, RateGate, Slots
+from framework.spec.models import JobSpec
+from framework.workspace import RowStatus, Workspace
+from tests.fixtures.blocking_site import ITEMS, BlockingSite, truth
+from tests.fixtures.crawl import CLI, events, run_cli, url_log, workspace_items
+
+EXIT_OK = 0
+EXIT_USAGE = 2
+EXIT_CHECKPOINT = 3
+SOURCE = "fb"
+
+
+def write_spec(root: Path, url: str, *, detail: str = "", job: str = "", name: str = "fb") -> Path:
+    """A list -> detail spec of the blocking site; ``detail`` and ``job`` are extra
+    YAML lines for the detail kind and the job (rates, blocked rules)."""
+    text = f"""\
+name: {name}
+source_type: {SOURCE}
+start_urls: ["{url}/list?page=1"]
+list:
+  each: "li.product"
+  follow: "a::attr(href)"
+  next: "a.next::attr(href)"
+detail:
+  id: {{css: ".product::attr(data-id)", required: true}}
+  fields:
+    title: {{css: "h1::text", required: true}}
+    price: ".price::text"
+{detail}{job}"""
+    spec = root / "projects" / name / "job.yaml"
+    spec.parent.mkdir(parents=True, exist_ok=True)
+    spec.write_text(text, encoding="utf-8")
+    return spec
+
+
+def crawl(spec: Path, ws: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    return run_cli("crawl", str(spec), "--workspace", str(ws), *extra, cwd=spec.parent)
+
+
+def status_of(spec: Path, ws: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    return run_cli("status", spec.parent.name, "--workspace", str(ws), *extra, cwd=spec.parent)
+
+
+def row_states(ws: Path) -> dict[str, dict[str, int]]:
+    with Workspace.open(ws, create=False, readonly=True) as w:
+        return {k: {str(s): n for s, n in v.items()} for k, v in w.store.row_counts().items()}
+
+
+def assert_only_truth(ws: Path) -> dict[str, dict[str, Any]]:
+    """Every stored item is exactly the truth's (a ban page stored nothing)."""
+    items = workspace_items(ws)
+    expected = truth(SOURCE)
+    for key, item in items.items():
+        assert item == expected[key], key
+    return items
+
+
+# ------------------------------------------------------------------ soft bans
+def test_a_captcha_page_stops_the_crawl_and_the_resume_completes(blocking_site, tmp_path):
+    site: BlockingSite = blocking_site(ban_after=10, ban="captcha")
+    spec = write_spec(tmp_path, site.url, job='blocked: {css: "form#captcha", name: captcha}\n')
+    ws = tmp_path / "ws"
+
+    first = crawl(spec, ws)
+    assert first.returncode == EXIT_CHECKPOINT, first.stderr[-3000:]
+    # one line names the URL and the rule; the verdict says it is a block
+    warned = [ln for ln in first.stderr.splitlines() if "matched the blocked rule captcha" in ln]
+    assert len(warned) == 1, first.stderr[-3000:]
+    assert site.url in warned[0]
+    assert "blocked" in first.stderr.splitlines()[-1]
+    stored = assert_only_truth(ws)
+    assert len(stored) < ITEMS
+    # the ban pages burnt no attempt: every row not ok is pending with 0 attempts
+    with Workspace.open(ws, create=False, readonly=True) as w:
+        counts = w.store.row_counts()
+        assert not any(v.get(RowStatus.ERROR) for v in counts.values()), counts
+        pending = [r for r in w.store.resumable(3)]
+    assert pending
+    assert all(r.status is RowStatus.PENDING and r.attempts == 0 for r in pending)
+    blocked = [e for e in events(ws) if e["event"] == "blocked"]
+    assert len(blocked) == 1
+    assert blocked[0]["rule"] == "captcha"
+    assert blocked[0]["url"].startswith(site.url)
+    finished = [e for e in events(ws) if e["event"] == "run_finished"][-1]
+    assert finished["reason"] == "blocked"
+    assert finished["exit_code"] == EXIT_CHECKPOINT
+    # the URL log has the ban pages, as blocked, with no attempt
+    logged = [line for line in url_log(ws) if line["outcome"] == "blocked"]
+    assert logged
+    assert all(line["attempt"] is None for line in logged)
+
+    shown = status_of(spec, ws)
+    assert shown.returncode == EXIT_OK, shown.stdout + shown.stderr
+    assert "matched the blocked rule captcha" in shown.stdout, shown.stdout
+    as_json = json.loads(status_of(spec, ws, "--json").stdout)
+    assert as_json["last_run"]["reason"] == "blocked"
+    assert as_json["last_run"]["blocked"]["rule"] == "captcha"
+
+    # still banned: the next run stops again, at once, storing nothing
+    again = crawl(spec, ws)
+    assert again.returncode == EXIT_CHECKPOINT, again.stderr[-3000:]
+    assert workspace_items(ws) == stored
+
+    site.lift()
+    done = crawl(spec, ws)
+    assert done.returncode == EXIT_OK, done.stderr[-3000:]
+    assert workspace_items(ws) == truth(SOURCE)
+
+
+def test_without_a_blocked_rule_the_ban_page_burns_rows(blocking_site, tmp_path):
+    """The control: the same ban, no `blocked:` rule; the captcha pages become failed
+    rows (so the test above would fail without the detector)."""
+    site: BlockingSite = blocking_site(ban_after=10, ban="captcha")
+    spec = write_spec(tmp_path, site.url, job="max_attempts: 1\n")
+    ws = tmp_path / "ws"
+    result = crawl(spec, ws)
+    assert result.returncode != EXIT_CHECKPOINT
+    assert not [e for e in events(ws) if e["event"] == "blocked"]
+    assert any(v.get("error") for v in row_states(ws).values())
+
+
+@pytest.mark.slow
+def test_a_redirect_to_a_captcha_stops_and_a_killed_resume_still_reaches_the_truth(
+    blocking_site, tmp_path
+):
+    site: BlockingSite = blocking_site(ban_after=12, ban="redirect", delay=0.05)
+    spec = write_spec(
+        tmp_path,
+        site.url,
+        detail='  blocked: {url: "/captcha$"}\n',
+        job='blocked: {url: "/captcha$"}\n',
+    )
+    ws = tmp_path / "ws"
+    first = crawl(spec, ws)
+    assert first.returncode == EXIT_CHECKPOINT, first.stderr[-3000:]
+    assert "/captcha" in first.stderr
+    before = assert_only_truth(ws)
+    assert len(before) < ITEMS
+    blocked = [e for e in events(ws) if e["event"] == "blocked"]
+    assert blocked[0]["matched_url"] == f"{site.url}/captcha"
+
+    site.lift()
+    # a kill -9 once the resumed crawl is fetching: nothing is lost or stored twice
+    proc = subprocess.Popen(
+        [*CLI, "crawl", str(spec), "--workspace", str(ws), "-s", "CONCURRENT_REQUESTS=4"],
+        cwd=spec.parent,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    lines = len(url_log(ws))
+    deadline = time.monotonic() + 60
+    while proc.poll() is None and len(url_log(ws)) <= lines + 2 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    time.sleep(random.Random(10).uniform(0.0, 0.3))
+    killed = proc.poll() is None
+    if killed:
+        proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=60)
+    assert killed, "the crawl ended before the kill: slow the site down"
+    done = crawl(spec, ws)
+    assert done.returncode == EXIT_OK, done.stderr[-3000:]
+    assert workspace_items(ws) == truth(SOURCE)
+    # no row was fetched again once it was ok
+    ok_rows = [line["row"] for line in url_log(ws) if line["outcome"] == "ok"]
+    assert len(ok_rows) == len(set(ok_rows))
+
+
+def test_a_status_rule_counts_too(blocking_site, tmp_path):
+    site: BlockingSite = blocking_site(ban_after=4, ban="status")
+    spec = write_spec(tmp_path, site.url, job="blocked: {status: [403, 429]}\n")
+    ws = tmp_path / "ws"
+    result = crawl(spec, ws)
+    assert result.returncode == EXIT_CHECKPOINT, result.stderr[-3000:]
+    assert "status 403|429" in result.stderr
+    assert not any(v.get("error") for v in row_states(ws).values())
+
+
+def _response(url: str, body: bytes, status: int = 200, **headers: str) -> HtmlResponse:
+    return HtmlResponse(url, status=status, body=body, headers=headers, encoding="utf-8")
+
+
+def test_detector_rules_combine_their_conditions_and_name_themselves() -> None:
+    spec = JobSpec.model_validate(
+        {
+            "name": "d",
+            "source_type": "d",
+            "start_urls": ["http://h/list"],
+            "pages": {
+                "list": {"follow": {"css": "a", "to": "item"}},
+                "item": {
+                    "id": "h1::text",
+                    "blocked": {"status": 200, "css": "#captcha"},
+                    "subtabs": {"tab": {"url": "/t/{id}", "fields": {"x": "p::text"}}},
+                },
+            },
+            "blocked": [{"url": "/captcha", "name": "captcha redirect"}],
+        }
+    )
+    det = Detector(spec)
+    captcha = b"<html><div id='captcha'></div></html>"
+    assert det.check("item", _response("http://h/item/1", captcha)).rule == (
+        "css '#captcha', status 200"
+    )
+    # all conditions of a rule must hold: the marker on a 404 is not this rule
+    assert det.check("item", _response("http://h/item/1", captcha, status=404)) is None
+    # the list kind has only the job's rule; the sub-tab has its kind's and the job's
+    assert det.check("list", _response("http://h/list", captcha)) is None
+    assert det.check("item.tab", _response("http://h/t/1", captcha)) is not None
+    hit = det.check("list", _response("http://h/captcha?from=list", b"<html/>"))
+    assert hit is not None
+    assert hit.rule == "captcha redirect"
+    # a redirect that was not followed: its target counts
+    moved = _response("http://h/list", b"", status=302, Location="/captcha")
+    assert det.check("list", moved).url == "http://h/captcha"
+    assert det.check("list", _response("http://h/list", b"<html>fine</html>")) is None
+
+
+# ------------------------------------------------------------------ rate limits
+def _gaps(arrivals: list[float]) -> list[float]:
+    times = sorted(arrivals)
+    return [b - a for a, b in itertools.pairwise(times)]
+
+
+def test_a_kinds_concurrency_is_what_the_site_sees(blocking_site, tmp_path):
+    site: BlockingSite = blocking_site(delay=0.15)
+    spec = write_spec(tmp_path, site.url, detail="  rate: {concurrency: 2}\n")
+    result = crawl(spec, tmp_path / "ws")
+    assert result.returncode == EXIT_OK, result.stderr[-3000:]
+    assert site.seen["item"].requests == ITEMS
+    assert site.details.max_in_flight <= 2
+
+    # the control: without the rate, the same crawl has more details in flight
+    control: BlockingSite = blocking_site(delay=0.15)
+    spec = write_spec(tmp_path, control.url, name="fb-control")
+    result = crawl(spec, tmp_path / "ws-control")
+    assert result.returncode == EXIT_OK, result.stderr[-3000:]
+    assert control.details.max_in_flight > 2
+
+
+def test_a_kinds_rate_per_second_spaces_its_requests(blocking_site, tmp_path):
+    site: BlockingSite = blocking_site()
+    per_second = 8.0
+    spec = write_spec(tmp_path, site.url, detail=f"  rate: {{per_second: {per_second}}}\n")
+    result = crawl(spec, tmp_path / "ws")
+    assert result.returncode == EXIT_OK, result.stderr[-3000:]
+    arrivals = site.details.arrivals  # a redirect's next hop waits at the gate too
+    assert len(arrivals) == ITEMS + ITEMS // 5
+    interval = 1 / per_second
+    # generous slack: a request may reach the server late, never early by much
+    assert min(_gaps(arrivals)) >= 0.5 * interval, _gaps(arrivals)
+    # counted over the whole run: never more than the rate allows
+    span = max(arrivals) - min(arrivals)
+    assert span >= 0.8 * (len(arrivals) - 1) * interval, span
+
+
+def test_a_job_rate_holds_for_every_kind_together(blocking_site, tmp_path):
+    site: BlockingSite = blocking_site(delay=0.05)
+    spec = write_spec(tmp_path, site.url, job="rate: {concurrency: 1}\n")
+    result = crawl(spec, tmp_path / "ws")
+    assert result.returncode == EXIT_OK, result.stderr[-3000:]
+    assert site.seen["item"].requests == ITEMS
+    # every page of the job through one slot (robots.txt is not counted in `pages`)
+    assert site.pages.requests >= ITEMS + 5
+    assert site.pages.max_in_flight == 1
+
+
+def test_slots_settings_from_the_spec() -> None:
+    spec = JobSpec.model_validate(
+        {
+            "name": "s",
+            "source_type": "s",
+            "start_urls": ["http://h/"],
+            "pages": {
+                "list": {
+                    "follow": {"css": "a", "to": "item"},
+                    "rate": {"per_second": 2, "concurrency": 1},
+                },
+                "item": {"id": "h1::text"},
+            },
+            "rate": {"concurrency": 3},
+        }
+    )
+    slots = Slots(spec)
+    assert set(slots.gates()) == {"kind:list", "job"}
+    assert slots.meta("list") == {"fw_rate": "kind:list"}
+    assert slots.meta("item") == {"fw_rate": "job"}
+    gate = RateGate(slots.gates())
+    assert gate.gates["kind:list"].interval == 0.5
+    assert gate.gates["kind:list"].concurrency == 1
+    assert gate.gates["job"].interval == 0.0
+    assert gate.gates["job"].concurrency == 3
+
+
+# ------------------------------------------------------------------ final URL
+def test_the_url_log_has_the_requested_and_the_final_url_of_a_redirect(blocking_site, tmp_path):
+    site: BlockingSite = blocking_site()
+    spec = write_spec(tmp_path, site.url)
+    ws = tmp_path / "ws"
+    result = crawl(spec, ws)
+    assert result.returncode == EXIT_OK, result.stderr[-3000:]
+    assert workspace_items(ws) == truth(SOURCE)
+    redirected = {line["url"]: line for line in url_log(ws) if "/go/" in line["url"]}
+    assert sorted(redirected) == sorted(f"{site.url}/go/{n}" for n in range(5, ITEMS + 1, 5))
+    for url, line in redirected.items():
+        assert line["final_url"] == url.replace("/go/", "/item/")
+        assert line["status"] == 200
+        assert line["outcome"] == "ok"
+    plain = [line for line in url_log(ws) if "/item/" in line["url"]]
+    assert plain
+    assert all(line["final_url"] == line["url"] for line in plain)
