@@ -431,3 +431,28 @@ def test_fan_out_makes_one_request_per_combination_once_each():
     )
     assert [s.body for s in subs] == ["a=x&b=1", "a=x&b=2", "a=y&b=1", "a=y&b=2"]
     assert subs[2].carry == {"kept": 1, "a": "y", "label": "Why", "b": "1"}
+
+
+def test_validate_reports_a_bad_form_selector_beside_a_shape_error(tmp_path):
+    spec = tmp_path / "raw.yaml"
+    spec.write_text(
+        """\
+name: bad_forms
+source_type: bad
+start_urls: ["http://example.org/search.aspx"]
+pages:
+  search:
+    forms:
+      css: "form[["
+      to: results
+      frobnicate: 1
+  results:
+    each: "div.quote"
+    id: {css: "h1::text"}
+""",
+        encoding="utf-8",
+    )
+    r = run_cli("validate", str(spec))
+    assert r.returncode == EXIT_SPEC
+    assert f"{spec}:7:12: invalid CSS selector 'form[['" in r.stderr + r.stdout
+    assert f"{spec}:9:7: unknown key 'frobnicate'" in r.stderr + r.stdout
