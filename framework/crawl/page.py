@@ -30,14 +30,17 @@ from scrapy.http import Response, TextResponse
 from framework.crawl.changes import ChangeLimits
 from framework.crawl.forms import CompiledForm, FormError, Submission
 from framework.crawl.safety import url_refusal
+from framework.extract.embedded import EmbeddedError
 from framework.extract.fields import (
     Extraction,
     FieldExtractor,
     Scope,
     compile_css,
     compile_jsonpath,
+    compile_records,
     compile_selector,
     compile_xpath,
+    records_of,
 )
 from framework.extract.patterns import (
     LimitExceeded,
@@ -53,6 +56,7 @@ from framework.spec.models import (
     JobSpec,
     PageKind,
     Pagination,
+    Records,
     SubtabSpec,
 )
 from framework.spec.template import Template
@@ -127,7 +131,7 @@ class Request:
 
 @dataclass
 class Record:
-    values: dict[str, Any]
+    values: dict[str, Any]  # the item's data: helper fields left out
     source_id: str | None = None
     dedupe_key: str | None = None
     missing: list[str] = field(default_factory=list)
@@ -136,10 +140,17 @@ class Record:
     subtabs: list[Request] = field(default_factory=list)
     # (field, rule, value): rules of the spec this record breaks; it is stored as invalid
     violations: list[tuple[str, str, Any]] = field(default_factory=list)
+    # every value, helper fields included: what templates and carried values see
+    # (None: the same as `values`, a record of a kind without helpers)
+    context: dict[str, Any] | None = None
 
     @property
     def valid(self) -> bool:
         return not self.missing
+
+    @property
+    def all_values(self) -> dict[str, Any]:
+        return self.values if self.context is None else self.context
 
 
 @dataclass
@@ -208,15 +219,18 @@ class CompiledSubtab:
             else None
         )
         is_json = spec.format is Format.JSON
+        each = spec.each if isinstance(spec.each, str) else None
+        # records that are data in the page: JSON values, read with `json:` paths
+        self.records = compile_records(spec.each) if isinstance(spec.each, Records) else None
         self.fields = (
-            FieldExtractor(spec.fields, json=is_json, languages=languages) if spec.fields else None
+            FieldExtractor(
+                spec.fields, json=is_json or self.records is not None, languages=languages
+            )
+            if spec.fields
+            else None
         )
-        self.each_json = (
-            compile_jsonpath(spec.each) if spec.each and spec.format is Format.JSON else None
-        )
-        self.each_xp = (
-            compile_selector(spec.each) if spec.each and spec.format is not Format.JSON else None
-        )
+        self.each_json = compile_jsonpath(each) if each and spec.format is Format.JSON else None
+        self.each_xp = compile_selector(each) if each and spec.format is not Format.JSON else None
 
     def request(self, base: str, ctx: Mapping[str, Any]) -> Request:
         url = urljoin(base, self.url.render(ctx, quote=True))
@@ -238,7 +252,7 @@ class CompiledSubtab:
             try:
                 part = self._parse(response)
                 self.guard.check_record(part, f"the value of sub-tab {self.name!r}")
-            except LimitExceeded as exc:
+            except (LimitExceeded, EmbeddedError) as exc:
                 raise PageError(str(exc)) from None
         return part
 
@@ -256,8 +270,15 @@ class CompiledSubtab:
             assert self.fields is not None
             return self.fields.extract(Scope(url=response.url, selector=None, json=doc)).values
         sel = _selector(response)
+        if self.records is not None:
+            page = Scope(url=response.url, selector=sel, page_text=_text(response))
+            found = records_of(self.records, page)
+            if self.fields is None:
+                return [s.json for s in found]
+            return [self.fields.extract(s).values for s in found]
         if self.each_xp is not None:
-            rows = _select(sel, self.each_xp, self.spec.each or "")
+            rows = _select(sel, self.each_xp, str(self.spec.each or ""))
+
             if self.fields is None:
                 return [r.xpath("normalize-space(.)").get() for r in rows]
             return [self.fields.extract(Scope(url=response.url, selector=r)).values for r in rows]
@@ -275,19 +296,26 @@ class CompiledKind:
         self.spec = kind
         self.guard = guard
         self.is_json = kind.format is Format.JSON
-        self.fields = FieldExtractor(kind.fields, json=self.is_json, languages=job.languages)
+        # records that are data in the page (embedded JSON, JSON-LD, microdata): JSON
+        # values, so their fields are `json:` paths as on a JSON page
+        self.records = compile_records(kind.each) if isinstance(kind.each, Records) else None
+        json_records = self.is_json or self.records is not None
+        self.fields = FieldExtractor(kind.fields, json=json_records, languages=job.languages)
+        # helper fields of every kind: a carried one is no part of this kind's items either
+        self.helpers = helper_names(job)
         self.limits = ChangeLimits(kind.fields)  # max_change / frozen on a re-crawl
         self.id = (
             FieldExtractor(
                 {"id": kind.id.model_copy(update={"required": True})},
-                json=self.is_json,
+                json=json_records,
                 languages=job.languages,
             )
             if (kind.id is not None)
             else None
         )
-        self.each_json = compile_jsonpath(kind.each) if kind.each and self.is_json else None
-        self.each_xp = compile_selector(kind.each) if kind.each and not self.is_json else None
+        each = kind.each if isinstance(kind.each, str) else None
+        self.each_json = compile_jsonpath(each) if each and self.is_json else None
+        self.each_xp = compile_selector(each) if each and not self.is_json else None
         self.follow = [_CompiledFollow(f.css, f.xpath, f.pattern, f.to, guard) for f in kind.follow]
         self.subtabs = [
             CompiledSubtab(name, n, t, guard, job.languages) for n, t in kind.subtabs.items()
@@ -315,7 +343,7 @@ class CompiledKind:
         with page_budget(self.guard.limits):
             try:
                 return self._parse(response, carry, page_no)
-            except LimitExceeded as exc:
+            except (LimitExceeded, EmbeddedError) as exc:
                 raise PageError(str(exc)) from None
 
     def _parse(self, response: Response, carry: Mapping[str, Any], page_no: int) -> PageResult:
@@ -333,15 +361,18 @@ class CompiledKind:
             doc = None
             sel = _selector(response)
             page_text = response.text if isinstance(response, TextResponse) else None
-            scopes = (
-                [
+            if self.records is not None:
+                page = Scope(url=base, selector=sel, page_text=page_text)
+                scopes = records_of(self.records, page)
+            elif self.each_xp is not None:
+                scopes = [
                     Scope(url=base, selector=row, page_text=page_text)
-                    for row in _select(sel, self.each_xp, self.spec.each or "")
+                    for row in _select(sel, self.each_xp, str(self.spec.each or ""))
                 ]
-                if self.each_xp is not None
-                else [Scope(url=base, selector=sel, page_text=page_text)]
-            )
-        per_record_follow = self.spec.each is not None and not self.is_json
+            else:
+                scopes = [Scope(url=base, selector=sel, page_text=page_text)]
+        # records that are elements have their own links; data records do not
+        per_record_follow = isinstance(self.spec.each, str) and not self.is_json
         for scope in scopes:
             record = self._record(scope, carry)
             if self.spec.emits or self.spec.fields:
@@ -349,7 +380,7 @@ class CompiledKind:
             if per_record_follow and scope.selector is not None:
                 for rule in self.follow:
                     for url in rule.urls(scope.selector, base):
-                        result.links.append(Link(rule.to, url, dict(record.values)))
+                        result.links.append(Link(rule.to, url, dict(record.all_values)))
         if not per_record_follow and sel is not None:
             for rule in self.follow:
                 for url in rule.urls(sel, base):
@@ -366,7 +397,7 @@ class CompiledKind:
         its follow links do; templates also see ``url`` and ``source_type``."""
         values = dict(carry)
         if self.spec.each is None and result.records:
-            values.update(result.records[0].values)
+            values.update(result.records[0].all_values)
         ctx = {**values, "url": response.url, "source_type": self.job.source_type}
         encoding = response.encoding if isinstance(response, TextResponse) else "utf-8"
         out: list[Submission] = []
@@ -381,8 +412,10 @@ class CompiledKind:
         ext: Extraction = self.fields.extract(scope)
         values = {**carry, **ext.values}
         self.guard.check_record(values, f"a record of {self.name!r}")
+        helpers = self.helpers
         record = Record(
-            values=values,
+            values={k: v for k, v in values.items() if k not in helpers} if helpers else values,
+            context=values if helpers else None,
             missing=list(ext.missing),
             errors=list(ext.errors),
             fallbacks=list(ext.fallbacks),
@@ -465,6 +498,15 @@ class CompiledKind:
         return [Link(self.name, url, dict(carry))]
 
 
+def helper_names(spec: JobSpec) -> frozenset[str]:
+    """The names of the helper fields of every page kind (``helper: true``): values for
+    templates and carrying, never part of an item. Validation keeps a name either a
+    helper everywhere or nowhere, so a carried helper is left out wherever it lands."""
+    return frozenset(
+        name for kind in spec.page_kinds().values() for name, f in kind.fields.items() if f.helper
+    )
+
+
 class CompiledJob:
     """A spec compiled for crawling: every kind and sub-tab, ready for responses."""
 
@@ -483,6 +525,10 @@ def _selector(response: Response) -> Selector:
     if not isinstance(response, TextResponse):
         raise PageError(f"expected a text response, got {type(response).__name__}")
     return response.selector
+
+
+def _text(response: Response) -> str | None:
+    return response.text if isinstance(response, TextResponse) else None
 
 
 def _json(response: Response) -> Any:

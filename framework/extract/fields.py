@@ -35,6 +35,7 @@ from parsel import Selector
 from parsel.csstranslator import HTMLTranslator
 
 from framework.extract.convert import CONVERTERS, ConversionError, ConvertContext, Normaliser
+from framework.extract.embedded import EmbeddedDoc, EmbeddedError, RecordSource
 from framework.extract.patterns import (
     EXSLT_REGEXP_FUNCTIONS,
     SafeRegex,
@@ -55,10 +56,12 @@ __all__ = [
     "Scope",
     "compile_css",
     "compile_jsonpath",
+    "compile_records",
     "compile_regex",
     "compile_selector",
     "compile_xpath",
     "looks_like_xpath",
+    "records_of",
 ]
 
 _EXSLT = {"re": "http://exslt.org/regular-expressions", "set": "http://exslt.org/sets"}
@@ -478,33 +481,29 @@ class _JsonSource(_Source):
 
 
 class _EmbeddedSource(_JsonSource):
-    """A regex over the page text whose group holds JSON, then a JSON path into it.
-    The parsed document is kept for the page, so every record of it parses once."""
+    """JSON or a JavaScript literal in the page (:mod:`framework.extract.embedded`),
+    then a JSON path into it. The parsed document is kept for the page, so every record
+    of it parses once. A literal that cannot be read gives no value (a field is
+    optional unless ``required``); one over the size bound stops the page."""
 
-    __slots__ = ("_doc", "_last", "group", "pattern")
+    __slots__ = ("doc",)
 
-    def __init__(self, label: str, regex: str, path: str) -> None:
+    def __init__(self, label: str, doc: EmbeddedDoc, path: str) -> None:
         super().__init__(label, path)
-        self.pattern = SafeRegex(regex, re.DOTALL)
-        gi = self.pattern.groupindex
-        self.group: int | str = "json" if "json" in gi else (1 if self.pattern.groups else 0)
-        self._last: str | None = None
-        self._doc: Any = None
+        self.doc = doc
+
+    @property
+    def _doc(self) -> Any:
+        return self.doc._doc
 
     def _document(self, scope: Scope) -> Any:
-        text = scope.page_text
-        if text is None:
+        if scope.page_text is None and scope.selector is None:
             return None
-        if text is not self._last:
-            doc = None
-            m = self.pattern.search(text)
-            if m is not None:
-                try:
-                    doc = _json.loads(m.group(self.group))
-                except ValueError:
-                    doc = None
-            self._last, self._doc = text, doc
-        return self._doc
+        root = scope.selector.root if scope.selector is not None else None
+        try:
+            return self.doc.load(root, scope.page_text)
+        except EmbeddedError:
+            return None
 
     def first(self, scope: Scope, norm: Normaliser) -> Any:
         for value in self._values(self._document(scope), False):
@@ -520,6 +519,102 @@ class _EmbeddedSource(_JsonSource):
             if not _empty(value):
                 out.append(value)
         return _capped(out, self.label)
+
+
+def embedded_doc(expr: Any) -> EmbeddedDoc:
+    """An ``embedded:`` mapping (or model) compiled: where its literal is."""
+
+    def get(key: str) -> Any:
+        return expr.get(key) if isinstance(expr, dict) else getattr(expr, key, None)
+
+    script = get("script")
+    return EmbeddedDoc(
+        script=(str(script), compile_selector(str(script))) if script else None,
+        var=str(get("var")) if get("var") else None,
+        pattern=str(get("re")) if get("re") else None,
+    )
+
+
+# the cells of a two-column row (th/td) or of a name/value JSON object
+_PAIR_KEY_XP = "./*[1]"
+_PAIR_VALUE_XP = "./*[last()]"
+
+
+class _PairsSource(_Source):
+    """A definition list or two-column table as ONE mapping: ``each`` element (or JSON
+    value) is a pair, ``key`` and ``value`` are read within it. Both are normalised;
+    the first value of a repeated key wins; a pair without a key is skipped."""
+
+    __slots__ = ("each_json", "each_xp", "key_json", "key_xp", "value_json", "value_xp")
+
+    def __init__(self, label: str, expr: Mapping[str, Any]) -> None:
+        self.label = label
+        each, key, value = str(expr.get("each")), expr.get("key"), expr.get("value")
+        self.each_json = self.key_json = self.value_json = None
+        self.each_xp = self.key_xp = self.value_xp = None
+        if each.lstrip().startswith("$"):  # a JSON path: the pairs are JSON values
+            self.each_json = compile_jsonpath(each)
+            self.key_json = compile_jsonpath(key or "$.name")
+            self.value_json = compile_jsonpath(value or "$.value")
+        else:
+            self.each_xp = compile_selector(each)
+            self.key_xp = compile_selector(key or _PAIR_KEY_XP)
+            self.value_xp = compile_selector(value or _PAIR_VALUE_XP)
+
+    def _pairs(self, scope: Scope) -> list[tuple[Any, Any]]:
+        out: list[tuple[Any, Any]] = []
+        if self.each_json is not None:
+            assert self.key_json is not None
+            assert self.value_json is not None
+            if scope.json is None:
+                return out
+            found = self.each_json.find(scope.json)
+            if len(found) == 1 and isinstance(found[0], list):
+                found = found[0]
+            _capped(found, self.label)
+            for v in found:
+                k, val = self.key_json.find(v), self.value_json.find(v)
+                out.append((k[0] if k else None, val[0] if val else None))
+            return out
+        assert self.each_xp is not None
+        assert self.key_xp is not None
+        assert self.value_xp is not None
+        sel = scope.selector
+        if sel is None or isinstance(sel.root, str) or sel.root is None:
+            return out
+        nodes = self.each_xp(sel.root)
+        nodes = _capped(nodes if isinstance(nodes, list) else [nodes], self.label)
+        for node in nodes:
+            if isinstance(node, str | bool | float):
+                continue
+            ks, vs = self.key_xp(node), self.value_xp(node)
+            ks = ks if isinstance(ks, list) else [ks]
+            vs = vs if isinstance(vs, list) else [vs]
+            out.append(
+                (
+                    _node_value(ks[0]) if ks else None,
+                    _node_value(vs[0]) if vs else None,
+                )
+            )
+        return out
+
+    def first(self, scope: Scope, norm: Normaliser) -> Any:
+        mapping: dict[str, Any] = {}
+        total = 0
+        for k, v in self._pairs(scope):
+            key = _norm(k if isinstance(k, str) else ("" if k is None else _text_of(k)), norm)
+            if _empty(key) or key in mapping:
+                continue
+            value = _norm(v, norm)
+            mapping[key] = value
+            total += len(key) + (len(value) if isinstance(value, str) else 0)
+        if total > budget().limits.max_chars:
+            budget().chars(total, self.label)
+        return mapping or None
+
+    def all(self, scope: Scope, norm: Normaliser) -> list[Any]:
+        value = self.first(scope, norm)
+        return [] if value is None else [value]
 
 
 class _ConstSource(_Source):
@@ -539,9 +634,16 @@ class _ConstSource(_Source):
 
 def _compile_source(kind: str, expr: Any) -> _Source:
     if kind == "embedded":
-        regex = str(expr.get("re") if isinstance(expr, dict) else expr.re)
         path = str(expr.get("path", "$") if isinstance(expr, dict) else expr.path)
-        return _EmbeddedSource(f"embedded: {regex} -> {path}", regex, path)
+        where = " ".join(
+            f"{k}={v}"
+            for k in ("script", "var", "re")
+            if (v := expr.get(k) if isinstance(expr, dict) else getattr(expr, k, None))
+        )
+        label = f"embedded: {where} -> {path}"
+        return _EmbeddedSource(label, embedded_doc(expr), path)
+    if kind == "pairs":
+        return _PairsSource(f"pairs: {_text_of(expr)}", expr)
     label = f"{kind}: {expr}"
     if kind == "css":
         return _XPathSource(label, compile_css(expr))
@@ -556,6 +658,25 @@ def _compile_source(kind: str, expr: Any) -> _Source:
     if kind == "const":
         return _ConstSource(label, expr)
     raise ValueError(f"unknown source kind {kind!r}")
+
+
+def compile_records(each: Any) -> RecordSource:
+    """An ``each`` mapping (:class:`~framework.spec.models.Records`) compiled."""
+    label = str(getattr(each, "label", each))
+    if each.embedded is not None:
+        return RecordSource(
+            label=label,
+            doc=embedded_doc(each.embedded),
+            path=compile_jsonpath(each.embedded.path),
+        )
+    return RecordSource(label=label, jsonld=each.jsonld, microdata=each.microdata)
+
+
+def records_of(source: RecordSource, scope: Scope) -> list[Scope]:
+    """The scopes of the records ``source`` finds in the page of ``scope``."""
+    root = scope.selector.root if scope.selector is not None else None
+    found = source.records(root, scope.page_text, scope.url)
+    return [Scope(scope.url, None, v, scope.page_text) for v in found]
 
 
 # ---------------------------------------------------------------- fields
@@ -631,10 +752,12 @@ class CompiledField:
         "_ctx",
         "_each_json",
         "_each_label",
+        "_each_records",
         "_each_xp",
         "_needs_base",
         "default",
         "has_default",
+        "helper",
         "many",
         "name",
         "norm",
@@ -647,6 +770,7 @@ class CompiledField:
         self, name: str, spec: FieldSpec, json: bool = False, languages: tuple[str, ...] = ()
     ) -> None:
         self.name = name
+        self.helper = spec.helper
         self.required = spec.required
         self.default = spec.default
         self.has_default = spec.default is not None
@@ -670,14 +794,20 @@ class CompiledField:
         self._child: FieldExtractor | None = None
         self._each_xp: etree.XPath | None = None
         self._each_json: JsonPath | None = None
-        self._each_label = spec.each or ""
-        if spec.fields is not None and spec.each is not None:
+        self._each_records: RecordSource | None = None
+        each = spec.each
+        self._each_label = str(getattr(each, "label", each or ""))
+        if spec.fields is not None and each is not None and not isinstance(each, str):
+            # rows that are data in the page (embedded JSON, JSON-LD, microdata)
+            self._child = FieldExtractor(spec.fields, json=True, languages=languages)
+            self._each_records = compile_records(each)
+        elif spec.fields is not None and isinstance(each, str):
             # The page's format says what `each` is (validation checks it the same way).
             self._child = FieldExtractor(spec.fields, json=json, languages=languages)
-            if json or spec.each.lstrip().startswith("$"):  # "$..." is never a selector
-                self._each_json = compile_jsonpath(spec.each)
+            if json or each.lstrip().startswith("$"):  # "$..." is never a selector
+                self._each_json = compile_jsonpath(each)
             else:
-                self._each_xp = compile_selector(spec.each)
+                self._each_xp = compile_selector(each)
 
     def _convert_one(self, value: Any, url: str) -> Any:
         if self._convert is None:
@@ -716,7 +846,9 @@ class CompiledField:
         child = self._child
         assert child is not None
         children: list[Scope]
-        if scope.selector is not None and self._each_xp is not None:
+        if self._each_records is not None:
+            children = records_of(self._each_records, scope)
+        elif scope.selector is not None and self._each_xp is not None:
             root = scope.selector.root
             nodes = [] if isinstance(root, str) else self._each_xp(root)
             if isinstance(nodes, list):
@@ -741,7 +873,7 @@ class CompiledField:
 class FieldExtractor:
     """All fields of one record kind, compiled once; ``extract`` runs them on a scope."""
 
-    __slots__ = ("_fields",)
+    __slots__ = ("_fields", "helpers")
 
     def __init__(
         self,
@@ -756,6 +888,8 @@ class FieldExtractor:
         self._fields = tuple(
             CompiledField(name, spec, json, languages) for name, spec in fields.items()
         )
+        # fields for templates only: never part of the item (see FieldSpec.helper)
+        self.helpers = frozenset(cf.name for cf in self._fields if cf.helper)
 
     def extract(self, scope: Scope) -> Extraction:
         values: dict[str, Any] = {}

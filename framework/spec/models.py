@@ -17,6 +17,7 @@ Two ways to write pages:
 from __future__ import annotations
 
 import re
+from datetime import date
 from enum import StrEnum
 from typing import Any, Literal
 
@@ -37,7 +38,7 @@ JOB_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
 KIND_NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 
 # Which keys of a field are *sources*; their order as written is the fallback order.
-SOURCE_KEYS = ("css", "xpath", "json", "re", "url", "embedded", "count", "const")
+SOURCE_KEYS = ("css", "xpath", "json", "re", "url", "embedded", "pairs", "count", "const")
 
 
 def _check_languages(value: Any) -> Any:
@@ -85,14 +86,66 @@ class Render(StrEnum):
 class Format(StrEnum):
     HTML = "html"
     JSON = "json"
+    # a sitemap, a sitemap index or a robots.txt (framework/crawl/discovery.py)
+    SITEMAP = "sitemap"
 
 
 class Embedded(_Strict):
-    """JSON embedded in the page (usually a ``<script>``): a regex whose group 1 (or
-    group ``json``) is a JSON document, then a JSON path into it."""
+    """JSON or a JavaScript literal embedded in the page, then a JSON path into it.
 
-    re: str
+    Where the literal is: ``script`` (a css/xpath selector of the ``<script>`` whose
+    text it is), ``var`` (the first assignment to that name in a script: ``data`` finds
+    ``var data = [...]``, ``__STATE__`` finds ``window.__STATE__ = {...}``), or ``re``
+    (a regex over the page text, or over the ``script``'s text; its group 1 or group
+    ``json`` is the literal). ``var`` and ``re`` are each combinable with ``script``.
+    The literal is JSON, or JavaScript that is not JSON (single quotes, unquoted keys,
+    trailing commas: read by chompjs)."""
+
+    re: str | None = None
+    script: str | None = None
+    var: str | None = None
     path: str = "$"
+
+    @model_validator(mode="after")
+    def _where(self) -> Embedded:
+        if self.re is None and self.script is None and self.var is None:
+            raise ValueError("`embedded` needs `script`, `var` or `re` (where the JSON is)")
+        if self.re is not None and self.var is not None:
+            raise ValueError("`embedded` takes `var` or `re`, not both")
+        return self
+
+
+class Records(_Strict):
+    """Records that are data in the page rather than elements of it (an ``each``
+    mapping): an embedded document (its ``path`` leads to the records, or to the list
+    of them), or the JSON-LD or microdata objects of one type (``Quote``,
+    ``https://schema.org/Quote``; ``"*"``: every top-level object). Each record is a
+    JSON value: its fields are read with ``json:`` paths."""
+
+    embedded: Embedded | None = None
+    jsonld: str | None = None
+    microdata: str | None = None
+
+    @model_validator(mode="after")
+    def _one(self) -> Records:
+        given = [k for k in ("embedded", "jsonld", "microdata") if getattr(self, k) is not None]
+        if len(given) != 1:
+            raise ValueError(
+                "`each` as a mapping takes exactly one of embedded, jsonld or microdata"
+            )
+        return self
+
+    @property
+    def label(self) -> str:
+        if self.embedded is not None:
+            e = self.embedded
+            where = " ".join(
+                f"{k}={v}" for k, v in (("script", e.script), ("var", e.var), ("re", e.re)) if v
+            )
+            return f"embedded {where} -> {e.path}"
+        if self.jsonld is not None:
+            return f"jsonld {self.jsonld}"
+        return f"microdata {self.microdata}"
 
 
 class Replace(_Strict):
@@ -105,8 +158,9 @@ class Replace(_Strict):
 class Source(_Strict):
     """One way to find a value. A field has one or more, tried in order."""
 
-    kind: Literal["css", "xpath", "json", "re", "url", "embedded", "count", "const"]
-    # css/xpath/json/re/url/count: the expression; embedded: an Embedded; const: any value
+    kind: Literal["css", "xpath", "json", "re", "url", "embedded", "pairs", "count", "const"]
+    # css/xpath/json/re/url/count: the expression; embedded: an Embedded; pairs: a
+    # mapping {each, key, value}; const: any value
     expr: Any
 
 
@@ -152,9 +206,12 @@ class FieldSpec(_Strict):
     # candidate over one is held as `review_required`, the accepted version ships on
     max_change: str | float | None = None  # "50%" of the old value, or an absolute amount
     frozen: bool = False  # the value must never change once stored
-    # nested group of repeated rows
-    each: str | None = None
+    # nested group of repeated rows (a mapping: records from data in the page)
+    each: str | Records | None = None
     fields: dict[str, FieldSpec] | None = None
+    # a value for templates (sub-tab URLs and bodies, the key, carried values), never
+    # stored in the item nor part of its content hash (a CSRF token, a view state)
+    helper: bool = False
 
     @model_validator(mode="before")
     @classmethod
@@ -167,7 +224,7 @@ class FieldSpec(_Strict):
         sources: list[dict[str, Any]] = []
         for key, value in data.items():  # YAML mapping order is the fallback order
             if key in SOURCE_KEYS:
-                if key in ("embedded", "const") or not isinstance(value, list):
+                if key in ("embedded", "pairs", "const") or not isinstance(value, list):
                     sources.append({"kind": key, "expr": value})
                 else:
                     sources.extend({"kind": key, "expr": v} for v in value)
@@ -214,6 +271,15 @@ class FollowRule(_Strict):
     xpath: str | None = None
     pattern: str | None = None  # a regex over every link's absolute URL
     to: str
+    # regexes over a link's absolute URL: a link matching one is not followed by this rule
+    deny: tuple[str, ...] = ()
+    # the deepest page this rule may lead to, in links from a start URL (which is 0)
+    max_depth: int | None = Field(default=None, ge=1)
+
+    @field_validator("deny", mode="before")
+    @classmethod
+    def _deny_list(cls, value: Any) -> Any:
+        return [value] if isinstance(value, str) else value
 
     @model_validator(mode="after")
     def _one_selector(self) -> FollowRule:
@@ -318,7 +384,7 @@ class SubtabSpec(_Strict):
     method: Literal["GET", "POST"] = "GET"
     body: Body | None = None
     format: Format = Format.HTML
-    each: str | None = None  # rows: css/xpath for html, a JSON path for json
+    each: str | Records | None = None  # rows: css/xpath for html, a JSON path for json
     fields: dict[str, FieldSpec] = {}
     required: bool = True  # the record is complete only when this tab is ok
     render: Render | None = None  # None: the job's (JSON tabs: http)
@@ -332,6 +398,22 @@ class SubtabSpec(_Strict):
         if self.each is None and not self.fields:
             raise ValueError("a sub-tab needs `each` (rows) or `fields`")
         return self
+
+
+class SitemapOptions(_Strict):
+    """How a page kind with ``format: sitemap`` reads its sitemaps (discovery.py)."""
+
+    # regexes over a nested sitemap's URL (an index's entry, a robots.txt line): only
+    # those matching one are read; empty: every one
+    follow: tuple[str, ...] = ()
+    alternate: bool = False  # also the <xhtml:link rel="alternate"> URLs of an entry
+    # entries whose <lastmod> is before this date are skipped (no lastmod: kept)
+    modified_since: date | None = None
+
+    @field_validator("follow", mode="before")
+    @classmethod
+    def _follow_list(cls, value: Any) -> Any:
+        return [value] if isinstance(value, str) else value
 
 
 class FormField(_Strict):
@@ -403,6 +485,53 @@ class FormSpec(_Strict):
         return self
 
 
+class LoginSuccess(_Strict):
+    """How a login proves it worked (every key given must hold); none given: the answer
+    is below 400 and is not the login page again (its URL, its form)."""
+
+    css: str | None = None  # must match on the page the login ends on
+    cookie: str | None = None  # a cookie of this name must be in the jar afterwards
+    status: int | None = Field(default=None, ge=100, le=599)  # the final answer's status
+
+
+class SessionExpired(_Strict):
+    """How a page says the session is gone (any one is enough): its row is fetched
+    again after a new login, neither failed nor counted as an attempt."""
+
+    status: tuple[int, ...] = (401, 403)
+    # a regex searched in a redirect's target and in the final URL; default: the login
+    # page's own URL (a redirect to the login form)
+    url: str | None = None
+    css: str | None = None  # matches on a page only a logged-out visitor sees
+
+    @field_validator("status", mode="before")
+    @classmethod
+    def _status_list(cls, value: Any) -> Any:
+        return [value] if isinstance(value, int) else value
+
+
+class LoginSpec(_Strict):
+    """A login run before any other request of a crawl (and on every resume), and again
+    whenever a page says the session expired (framework/crawl/session.py)."""
+
+    url: str  # the login page (form) or endpoint (json); a path joins the first start URL
+    form: str | None = None  # CSS selector of the form on the login page
+    fields: dict[str, str] = {}  # form fields to fill: constants or {env:NAME}
+    json_body: Any = Field(default=None, alias="json")  # POST this document instead
+    success: LoginSuccess = LoginSuccess()
+    expired: SessionExpired = SessionExpired()
+    # new logins in a row with no page fetched between them before the run stops
+    max_relogins: int = Field(default=3, ge=1, le=100)
+
+    @model_validator(mode="after")
+    def _one_way(self) -> LoginSpec:
+        if (self.form is None) == (self.json_body is None):
+            raise ValueError("a login takes exactly one of `form` (a selector) or `json`")
+        if self.fields and self.form is None:
+            raise ValueError("`fields` fill a login form: use them with `form`")
+        return self
+
+
 class PageKind(_Strict):
     """One kind of page: its records, fields, follow rules, pagination and sub-tabs.
 
@@ -414,18 +543,24 @@ class PageKind(_Strict):
     format: Format = Format.HTML
     render: Render | None = None  # None: the job's render
     browser: RenderOptions | None = None  # with render: playwright
-    each: str | None = None  # records on the page (css, xpath, or a JSON path for json)
+    # records on the page (css, xpath, or a JSON path for json; a mapping: records that
+    # are data in the page, see Records)
+    each: str | Records | None = None
     id: FieldSpec | None = None  # -> source_id; required when present
     fields: dict[str, FieldSpec] = {}
     follow: tuple[FollowRule, ...] = ()
     pagination: Pagination | None = None
     subtabs: dict[str, SubtabSpec] = {}
+    sitemap: SitemapOptions | None = None  # with `format: sitemap`
     # groups of fields of which at least one must have a value (else the record is invalid)
     required_any: tuple[tuple[str, ...], ...] = ()
     forms: tuple[FormSpec, ...] = ()  # forms of the page to submit (crawl/forms.py)
     rate: RateSpec | None = None  # this kind's own rate limit (else the job's)
     # soft-ban rules of this kind (and its sub-tabs), besides the job's
     blocked: tuple[BlockRule, ...] = ()
+    # sent with this kind's requests and its sub-tabs', over the job's; {env:NAME} ok
+    headers: dict[str, str] = {}
+    cookies: dict[str, str] = {}
 
     @field_validator("blocked", mode="before")
     @classmethod
@@ -458,7 +593,7 @@ class ListShort(_Strict):
     """Short form of a list page: ``each`` row, ``follow`` link to the detail page,
     ``next`` link to the next list page, and fields taken from the row itself."""
 
-    each: str | None = None
+    each: str | Records | None = None
     follow: str | None = None  # a css/xpath selector for the detail link, within the row
     next: str | Pagination | None = None
     id: FieldSpec | None = None
@@ -469,6 +604,8 @@ class ListShort(_Strict):
     required_any: tuple[tuple[str, ...], ...] = ()
     rate: RateSpec | None = None
     blocked: tuple[BlockRule, ...] = ()
+    headers: dict[str, str] = {}
+    cookies: dict[str, str] = {}
 
     @field_validator("required_any", mode="before")
     @classmethod
@@ -491,6 +628,8 @@ class DetailShort(_Strict):
     required_any: tuple[tuple[str, ...], ...] = ()
     rate: RateSpec | None = None
     blocked: tuple[BlockRule, ...] = ()
+    headers: dict[str, str] = {}
+    cookies: dict[str, str] = {}
 
     @field_validator("required_any", mode="before")
     @classmethod
@@ -569,6 +708,8 @@ class JobSpec(_Strict):
     pages: dict[str, PageKind] = {}
     # Sent with every request; values may use {env:NAME} (resolved by the crawl).
     headers: dict[str, str] = {}
+    cookies: dict[str, str] = {}  # the same, as cookies (never stored in the jar)
+    login: LoginSpec | None = None  # a login before the crawl (framework/crawl/session.py)
     # Only the spec settings validate allows (framework.spec.validate.SPEC_SETTINGS).
     settings: dict[str, Any] = {}
     ship: ShipSettings = ShipSettings()
@@ -643,6 +784,8 @@ class JobSpec(_Strict):
                 required_any=lst.required_any,
                 rate=lst.rate,
                 blocked=lst.blocked,
+                headers=lst.headers,
+                cookies=lst.cookies,
             )
         if self.detail is not None:
             d = self.detail
@@ -656,6 +799,8 @@ class JobSpec(_Strict):
                 required_any=d.required_any,
                 rate=d.rate,
                 blocked=d.blocked,
+                headers=d.headers,
+                cookies=d.cookies,
             )
         return kinds
 

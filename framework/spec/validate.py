@@ -15,7 +15,7 @@ import difflib
 import re
 from collections.abc import Iterable
 from typing import Any, cast
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import parse_qsl, urljoin, urlsplit
 
 from cssselect import SelectorError
 from lxml import etree
@@ -382,14 +382,123 @@ class _Checker:
                 "`each` without `fields`",
                 "`fields:` for the rows of a nested group",
             )
+        if "pairs" in raw:
+            for key in ("many", "each", "fields"):
+                if raw.get(key):
+                    self.add(
+                        (*path, key),
+                        f"`{key}` with `pairs` (the pairs are one mapping)",
+                        "`pairs` alone, or a nested group (`each` + `fields`)",
+                    )
+            if type_ != "string":
+                self.add(
+                    (*path, "type"),
+                    f"`pairs` with type {type_}",
+                    "type string (the value is a mapping of texts)",
+                )
         if fields is not None and each is not None:
-            if json_page:
+            rows_json = json_page
+            if isinstance(each, dict):
+                self.records((*path, "each"), each, json_page=json_page)
+                rows_json = True
+            elif json_page:
                 self.jsonpath((*path, "each"), each)
             else:
                 self.selector((*path, "each"), each, kind="any")
             if isinstance(fields, dict):
                 for name, sub in fields.items():
-                    self.field((*path, "fields", name), sub, json_page=json_page)
+                    self.field((*path, "fields", name), sub, json_page=rows_json)
+                    if isinstance(sub, dict) and sub.get("helper"):
+                        self.add(
+                            (*path, "fields", name, "helper"),
+                            "`helper` on a field of a nested group",
+                            "`helper: true` on a page kind's own fields",
+                        )
+
+    def records(self, path: Path_, raw: Any, *, json_page: bool) -> None:
+        """An ``each`` mapping: records that are data in the page (models.Records)."""
+        if not isinstance(raw, dict):
+            return  # not a mapping: the models say so
+        if json_page:
+            self.add(
+                path,
+                "records from embedded data on a `format: json` page",
+                "a JSON path (`each: $.rows[*]`), or `format: html`",
+            )
+            return
+        if isinstance(raw.get("embedded"), dict):
+            self.embedded((*path, "embedded"), raw["embedded"])
+        for key in ("jsonld", "microdata"):
+            value = raw.get(key)
+            if key in raw and (not isinstance(value, str) or not value.strip()):
+                self.add(
+                    (*path, key),
+                    f"`{key}` is not a type name",
+                    "a type such as Quote or https://schema.org/Quote, or * for every object",
+                )
+
+    def embedded(self, path: Path_, value: dict[str, Any]) -> None:
+        """``embedded: {script, var, re, path}`` (a field source or a records' source)."""
+        known = {"re", "script", "var", "path"}
+        for extra in sorted(set(value) - known):
+            self.add(
+                (*path, extra),
+                f"unknown key '{extra}' in `embedded`",
+                "script, var, re, path",
+                key=True,
+            )
+        if not any(k in value for k in ("re", "script", "var")):
+            self.add(
+                path,
+                "`embedded` says nowhere where the JSON is",
+                "`script: <selector>`, `var: <name>` or `re: <regex>` (and `path`)",
+            )
+        if "re" in value and "var" in value:
+            self.add((*path, "var"), "`embedded` with both `var` and `re`", "one of them")
+        if "re" in value:
+            self.regex((*path, "re"), value["re"])
+        if "script" in value:
+            self.selector((*path, "script"), value["script"], kind="any")
+        if "var" in value:
+            var = value["var"]
+            if not isinstance(var, str) or not re.fullmatch(r"[A-Za-z_$][\w$]*(\.[\w$]+)*", var):
+                self.add(
+                    (*path, "var"),
+                    f"`var` {var!r} is not a JavaScript name",
+                    "a name such as data or window.__STATE__",
+                )
+        if "path" in value:
+            self.jsonpath((*path, "path"), value["path"])
+
+    def pairs(self, path: Path_, value: Any, *, json_page: bool) -> None:
+        """``pairs: {each, key, value}``: one mapping from a definition list or table."""
+        if not isinstance(value, dict) or "each" not in value:
+            self.add(
+                path,
+                "`pairs` needs a mapping with `each` (one element per pair)",
+                "{each: <selector>, key: <selector>, value: <selector>}",
+            )
+            return
+        for extra in sorted(set(value) - {"each", "key", "value"}):
+            self.add(
+                (*path, extra), f"unknown key '{extra}' in `pairs`", "each, key, value", key=True
+            )
+        each = value["each"]
+        as_json = isinstance(each, str) and each.lstrip().startswith("$")
+        if json_page and not as_json:
+            self.add(
+                (*path, "each"),
+                "`pairs` on JSON records takes JSON paths",
+                "`each: $.<the list of pairs>` with `key` and `value` paths",
+            )
+            return
+        for key in ("each", "key", "value"):
+            if key not in value:
+                continue
+            if as_json:
+                self.jsonpath((*path, key), value[key])
+            else:
+                self.selector((*path, key), value[key], kind="any")
 
     def source(self, path: Path_, key: str, value: Any, *, json_page: bool) -> None:
         if key in ("css", "xpath", "count"):
@@ -411,20 +520,17 @@ class _Checker:
                 return
             self.jsonpath(path, value)
         elif key == "embedded":
-            if not isinstance(value, dict) or "re" not in value:
+            if not isinstance(value, dict):
                 self.add(
                     path,
-                    "`embedded` needs a mapping with `re` (and `path`)",
-                    "{re: ..., path: $...}",
+                    "`embedded` needs a mapping: where the JSON is (`script`, `var` or `re`) "
+                    "and `path`",
+                    "{var: data, path: $...}",
                 )
                 return
-            for extra in sorted(set(value) - {"re", "path"}):
-                self.add(
-                    (*path, extra), f"unknown key '{extra}' in `embedded`", "re, path", key=True
-                )
-            self.regex((*path, "re"), value["re"])
-            if "path" in value:
-                self.jsonpath((*path, "path"), value["path"])
+            self.embedded(path, value)
+        elif key == "pairs":
+            self.pairs(path, value, json_page=json_page)
 
     # ------------------------------------------------------------ settings
 
@@ -487,8 +593,12 @@ class _Checker:
                 "an {env:...} reference in the key template (a dedupe key is stored as is)",
                 "record fields only",
             )
+        self.cookies(("cookies",), dict(self.spec.cookies))
+        self.login()
         paths = self.kind_paths()
         for name, kind in self.spec.page_kinds().items():
+            self.headers((*paths[name], "headers"), dict(kind.headers), resolved=True)
+            self.cookies((*paths[name], "cookies"), dict(kind.cookies))
             for tname, tab in kind.subtabs.items():
                 tpath: Path_ = (*paths[name], "subtabs", tname)
                 self.url_secrets((*tpath, "url"), tab.url, "sub-tab URL")
@@ -499,6 +609,77 @@ class _Checker:
                     for p, v in _strings(tab.body.json_body, (*tpath, "body", "json")):
                         if isinstance(p[-1], str):
                             self.literal_secret(p, p[-1], v, "JSON body field")
+
+    def cookies(self, path: Path_, cookies: dict[str, str]) -> None:
+        for name, value in cookies.items():
+            cpath: Path_ = (*path, name)
+            if not _HEADER_NAME.match(str(name)):
+                self.add(cpath, f"cookie name {name!r}", "a cookie name such as consent", key=True)
+                continue
+            text = _literal(value)
+            if any(c in text for c in ';,"\\\r\n') or text != text.strip():
+                self.add(
+                    cpath,
+                    f"cookie {name!r} has a character a cookie value cannot carry",
+                    "no ';', ',', quote, backslash, line break or surrounding space",
+                )
+            for problem in env_problems(value):
+                self.add(cpath, problem, "{env:NAME}")
+            if is_secret_key(str(name)) and not env_names(value):
+                self.add(
+                    cpath,
+                    f"a literal credential in cookie '{name}' (it would be stored and shared)",
+                    '{env:NAME} (`session: "{env:SITE_SESSION}"`)',
+                )
+
+    def login(self) -> None:
+        """``login:``: where it goes, what it fills, how it judges (crawl/session.py)."""
+        login = self.spec.login
+        if login is None:
+            return
+        path: Path_ = ("login",)
+        url = urljoin(self.spec.start_urls[0], _without_env(login.url))
+        self.url_secrets((*path, "url"), login.url, "login URL")
+        if not _http_url(url):
+            self.add((*path, "url"), f"login URL {login.url!r} is not http(s)", "/login")
+        else:
+            host = (urlsplit(url).hostname or "").lower()
+            allowed = self.spec.allowed_domains
+            hosts = (
+                list(allowed)
+                if allowed is not None
+                else [urlsplit(_without_env(u)).hostname or "" for u in self.spec.start_urls]
+            )
+            if hosts and not any(host == h or host.endswith("." + h) for h in hosts):
+                self.add(
+                    (*path, "url"),
+                    f"login URL host {host!r} is not one the job may request",
+                    f"a host of start_urls or allowed_domains ({', '.join(hosts)})",
+                )
+        if login.form is not None:
+            self.selector((*path, "form"), login.form, kind="css")
+        for name, value in login.fields.items():
+            fpath: Path_ = (*path, "fields", name)
+            for problem in env_problems(value):
+                self.add(fpath, problem, "{env:NAME}")
+            self.literal_secret(fpath, str(name), value, "login field")
+        for p, v in _strings(login.json_body, (*path, "json")):
+            for problem in env_problems(v):
+                self.add(p, problem, "{env:NAME}")
+            if isinstance(p[-1], str):
+                self.literal_secret(p, p[-1], v, "login JSON field")
+        if login.success.css is not None:
+            self.selector((*path, "success", "css"), login.success.css, kind="css")
+        if login.expired.css is not None:
+            self.selector((*path, "expired", "css"), login.expired.css, kind="css")
+        if login.expired.url is not None:
+            self.regex((*path, "expired", "url"), login.expired.url)
+        if self.spec.settings.get("COOKIES_ENABLED") is False:
+            self.add(
+                ("settings", "COOKIES_ENABLED"),
+                "COOKIES_ENABLED: false with a `login:` (the session is a cookie)",
+                "cookies enabled (leave the setting out)",
+            )
 
     def literal_secret(self, path: Path_, name: str, value: str, what: str) -> None:
         if is_secret_param(name) and _literal(value).strip():
@@ -629,6 +810,7 @@ class _Checker:
                     f"`start: {name}` or a follow rule `to: {name}`",
                     key=True,
                 )
+        self.helpers(kinds, paths)
         emitters = [n for n, k in kinds.items() if k.emits]
         if not emitters:
             self.add(
@@ -701,6 +883,20 @@ class _Checker:
                 "`follow` leads to the detail page, but the spec has no `detail:`",
                 "a `detail:` section (its `id` and fields)",
             )
+
+    def helpers(self, kinds: dict[str, PageKind], paths: dict[str, Path_]) -> None:
+        """A field name is a helper in every kind or in none: a carried helper is left
+        out of the items of every kind it reaches, which would drop a real field."""
+        helper_in = {n for k in kinds.values() for n, f in k.fields.items() if f.helper}
+        for name, kind in kinds.items():
+            for fname, f in kind.fields.items():
+                if fname in helper_in and not f.helper:
+                    self.add(
+                        (*paths[name], "fields", fname),
+                        f"field '{fname}' is a helper in another page kind but not here",
+                        "`helper: true` here too, or another name for one of them",
+                        key=True,
+                    )
 
     def known_names(
         self, name: str, kinds: dict[str, PageKind], edges: dict[str, set[str]]
@@ -780,13 +976,23 @@ class _Checker:
     ) -> None:
         json_page = kind.format.value == "json"
         raw = self.raw(path) or {}
-        if kind.each is not None:
+        fields_json = json_page
+        if isinstance(raw.get("each"), dict):
+            self.records((*path, "each"), raw["each"], json_page=json_page)
+            fields_json = True  # the records are JSON values: `json:` paths read them
+        elif kind.each is not None:
             if json_page:
                 self.jsonpath((*path, "each"), kind.each)
             else:
                 self.selector((*path, "each"), kind.each, kind="any")
         if "id" in raw:
-            self.field((*path, "id"), raw["id"], json_page=json_page)
+            self.field((*path, "id"), raw["id"], json_page=fields_json)
+            if isinstance(raw["id"], dict) and raw["id"].get("helper"):
+                self.add(
+                    (*path, "id", "helper"),
+                    "`helper` on the id (it is the item's source_id)",
+                    "`helper: true` on other fields",
+                )
         for fname, fraw in (raw.get("fields") or {}).items():
             if fname in RESERVED_FIELDS:
                 self.add(
@@ -795,7 +1001,7 @@ class _Checker:
                     "another name",
                     key=True,
                 )
-            self.field((*path, "fields", fname), fraw, json_page=json_page)
+            self.field((*path, "fields", fname), fraw, json_page=fields_json)
         known = {*kind.fields, "id"} if kind.id is not None else set(kind.fields)
         for i, group in enumerate(kind.required_any):
             for fname in group:
@@ -823,12 +1029,21 @@ class _Checker:
                     self.selector((*rpath, "xpath"), rule.xpath, kind="xpath")
                 if rule.pattern is not None:
                     self.regex((*rpath, "pattern"), rule.pattern)
+                self.deny(rpath, rule.deny)
+                if kind.format.value == "sitemap" and rule.pattern is None:
+                    self.add(
+                        (*rpath, "css" if rule.css is not None else "xpath"),
+                        "a sitemap's follow rules match its URLs, not its markup",
+                        "`pattern:` (a regex over the URL)",
+                        key=True,
+                    )
                 if rule.to not in kinds:
                     self.add(
                         (*rpath, "to"),
                         f"`to: {rule.to}` names no page kind{_subtab_hint(rule.to, kinds)}",
                         f"one of: {', '.join(kinds)}",
                     )
+        self.sitemap_kind(path, kind, raw)
         # pagination
         pg = kind.pagination
         if pg is not None:
@@ -866,9 +1081,9 @@ class _Checker:
                         "`stop: empty` needs `each` (what counts as a record)",
                         "`each:` on this page kind",
                     )
-        self.forms(name, kind, path, kinds, edges)
         self.blocked_rules((*path, "blocked"), kind.blocked)
         self.never_runs(name, kind, path, kinds)
+        self.forms(name, kind, path, kinds, edges)
         # sub-tabs
         known = self.known_names(name, kinds, edges)
         for tname, tab in kind.subtabs.items():
@@ -889,14 +1104,66 @@ class _Checker:
                     for p, v in _strings(tab.body.json_body, (*tpath, "body", "json")):
                         self.template(p, v, known, "body template")
             tab_json = tab.format.value == "json"
-            if tab.each is not None:
+            raw_tab = self.raw(tpath) or {}
+            if isinstance(raw_tab.get("each"), dict):
+                self.records((*tpath, "each"), raw_tab["each"], json_page=tab_json)
+                tab_json = True
+            elif tab.each is not None:
                 if tab_json:
                     self.jsonpath((*tpath, "each"), tab.each)
                 else:
                     self.selector((*tpath, "each"), tab.each, kind="any")
-            raw_tab = self.raw(tpath) or {}
             for fname, fraw in (raw_tab.get("fields") or {}).items():
                 self.field((*tpath, "fields", fname), fraw, json_page=tab_json)
+                if isinstance(fraw, dict) and fraw.get("helper"):
+                    self.add(
+                        (*tpath, "fields", fname, "helper"),
+                        "`helper` on a field of a sub-tab",
+                        "`helper: true` on a page kind's own fields",
+                    )
+
+    def deny(self, rpath: Path_, deny: Iterable[str]) -> None:
+        raw = self.raw((*rpath, "deny"))
+        for i, expr in enumerate(deny):
+            self.regex((*rpath, "deny", i) if isinstance(raw, list) else (*rpath, "deny"), expr)
+
+    def sitemap_kind(self, path: Path_, kind: PageKind, raw: dict[str, Any]) -> None:
+        """A ``format: sitemap`` kind only discovers: its rules map URLs to kinds."""
+        if kind.format.value != "sitemap":
+            if kind.sitemap is not None:
+                self.add(
+                    (*path, "sitemap"),
+                    "`sitemap:` on a page that is not a sitemap",
+                    "`format: sitemap` on this page kind",
+                    key=True,
+                )
+            return
+        for key in ("each", "id", "fields", "pagination", "subtabs", "required_any"):
+            if key in raw:
+                self.add(
+                    (*path, key),
+                    f"`{key}` on a sitemap page kind (a sitemap holds URLs, not records)",
+                    "`follow` rules (pattern -> to) and `sitemap` options only",
+                    key=True,
+                )
+        if kind.render is not None and kind.render.value != "http":
+            self.add((*path, "render"), "a sitemap is not rendered", "`render: http`")
+        if not kind.follow:
+            self.add(
+                path,
+                "a sitemap page kind without follow rules discovers no page",
+                "`follow: [{pattern: <regex>, to: <kind>}]`",
+                key=True,
+            )
+        if kind.sitemap is not None:
+            raw_follow = self.raw((*path, "sitemap", "follow"))
+            for i, expr in enumerate(kind.sitemap.follow):
+                self.regex(
+                    (*path, "sitemap", "follow", i)
+                    if isinstance(raw_follow, list)
+                    else (*path, "sitemap", "follow"),
+                    expr,
+                )
 
 
 def _subtab_hint(to: str, kinds: dict[str, PageKind]) -> str:
@@ -962,6 +1229,10 @@ def check_raw(doc: Document) -> list[SpecProblem]:
 
 def _raw_page(checker: _Checker, path: Path_, raw: dict[str, Any]) -> None:
     json_page = raw.get("format") == "json"
+    # records that are data in the page are JSON values: `json:` paths read them
+    fields_json = json_page or isinstance(raw.get("each"), dict)
+    if isinstance(raw.get("each"), dict):
+        checker.records((*path, "each"), raw["each"], json_page=json_page)
 
     def expression(p: Path_, expr: Any) -> None:
         if not isinstance(expr, str):
@@ -973,11 +1244,11 @@ def _raw_page(checker: _Checker, path: Path_, raw: dict[str, Any]) -> None:
 
     expression((*path, "each"), raw.get("each"))
     if "id" in raw:
-        checker.field((*path, "id"), raw["id"], json_page=json_page)
+        checker.field((*path, "id"), raw["id"], json_page=fields_json)
     fields = raw.get("fields")
     if isinstance(fields, dict):
         for name, fraw in fields.items():
-            checker.field((*path, "fields", name), fraw, json_page=json_page)
+            checker.field((*path, "fields", name), fraw, json_page=fields_json)
     follow = raw.get("follow")
     rules = list(enumerate(follow)) if isinstance(follow, list) else [(None, follow)]
     for i, rule in rules:
@@ -990,24 +1261,21 @@ def _raw_page(checker: _Checker, path: Path_, raw: dict[str, Any]) -> None:
                     checker.selector((*rpath, key), rule[key], kind=kind)
             if isinstance(rule.get("pattern"), str):
                 checker.regex((*rpath, "pattern"), rule["pattern"])
+            deny = rule.get("deny")
+            for j, expr in enumerate(deny) if isinstance(deny, list) else [(None, deny)]:
+                if isinstance(expr, str):
+                    checker.regex((*rpath, "deny") if j is None else (*rpath, "deny", j), expr)
     expression((*path, "next"), raw.get("next"))
     pagination = raw.get("pagination")
     if isinstance(pagination, dict):
         expression((*path, "pagination", "next"), pagination.get("next"))
-    forms = raw.get("forms")
-    for i, form in list(enumerate(forms)) if isinstance(forms, list) else [(None, forms)]:
-        if isinstance(form, dict):
-            fpath: Path_ = (*path, "forms") if i is None else (*path, "forms", i)
-            for key in ("css", "xpath"):
-                if isinstance(form.get(key), str):
-                    checker.selector((*fpath, key), form[key], kind=key)
     subtabs = raw.get("subtabs")
     for tname, tab in subtabs.items() if isinstance(subtabs, dict) else ():
         if not isinstance(tab, dict):
             continue
         tpath: Path_ = (*path, "subtabs", tname)
-        tab_json = tab.get("format") == "json"
         each = tab.get("each")
+        tab_json = tab.get("format") == "json" or isinstance(each, dict)
         if isinstance(each, str):
             if tab_json:
                 checker.jsonpath((*tpath, "each"), each)
