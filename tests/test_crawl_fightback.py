@@ -331,3 +331,154 @@ def test_the_url_log_has_the_requested_and_the_final_url_of_a_redirect(blocking_
     plain = [line for line in url_log(ws) if "/item/" in line["url"]]
     assert plain
     assert all(line["final_url"] == line["url"] for line in plain)
+
+
+# ------------------------------------------------------------------ validate
+BASE = """\
+name: v
+source_type: v
+start_urls: ["http://127.0.0.1:1/list"]
+"""
+
+
+def validate(tmp_path: Path, body: str) -> subprocess.CompletedProcess[str]:
+    spec = tmp_path / "projects" / "v" / "job.yaml"
+    spec.parent.mkdir(parents=True, exist_ok=True)
+    spec.write_text(BASE + body, encoding="utf-8")
+    return run_cli("validate", str(spec), cwd=tmp_path)
+
+
+def problems(result: subprocess.CompletedProcess[str]) -> list[str]:
+    """The `line:col: what` of each problem (the file name cut off)."""
+    out = []
+    for line in (result.stdout + result.stderr).splitlines():
+        if "job.yaml:" in line:
+            out.append(line.split("job.yaml:", 1)[1])
+    return out
+
+
+@pytest.mark.parametrize(
+    ("body", "where", "says"),
+    [
+        (  # a sub-tab on a kind without id: never sent
+            """\
+pages:
+  list:
+    each: "li"
+    fields: {name: "a::text"}
+    follow: {css: "a::attr(href)", to: item}
+    subtabs:
+      extra: {url: "/x/{name}", fields: {x: "p::text"}}
+  item:
+    id: "h1::text"
+""",
+            "10:7:",
+            "sub-tab 'extra' is never sent",
+        ),
+        (  # `to:` naming a sub-tab
+            """\
+pages:
+  list:
+    follow: {css: "a::attr(href)", to: rulings}
+  item:
+    id: "h1::text"
+    subtabs:
+      rulings: {url: "/r/{id}", fields: {x: "p::text"}}
+""",
+            "6:40:",
+            "it is a sub-tab of 'item'",
+        ),
+        (  # follow rules on a JSON page are never applied
+            """\
+pages:
+  api:
+    format: json
+    each: "$.rows[*]"
+    id: {json: "$.id"}
+    follow: {css: "a::attr(href)", to: item}
+  item:
+    id: "h1::text"
+""",
+            "9:13:",
+            "follow rules of page kind 'api' are never applied",
+        ),
+        (  # pagination that can never fire
+            """\
+pages:
+  list:
+    each: "li"
+    id: "a::text"
+    pagination: {param: page, max_pages: 1}
+""",
+            "8:42:",
+            "`max_pages: 1` never fetches a next page",
+        ),
+        (  # the short form's follow without a detail page
+            """\
+list:
+  each: "li"
+  id: "a::text"
+  follow: "a::attr(href)"
+""",
+            "7:11:",
+            "`follow` leads to the detail page, but the spec has no `detail:`",
+        ),
+        (  # a blocked rule that cannot match
+            """\
+blocked: [{css: "#captcha["}, {url: "("}, {status: 999}]
+list:
+  each: "li"
+  id: "a::text"
+""",
+            "4:17:",
+            "invalid CSS selector '#captcha['",
+        ),
+    ],
+)
+def test_validate_refuses_what_cannot_run(tmp_path, body, where, says):
+    result = validate(tmp_path, body)
+    assert result.returncode == EXIT_USAGE, result.stdout + result.stderr
+    found = problems(result)
+    assert any(p.startswith(where) and says in p for p in found), found
+
+
+def test_validate_refuses_bad_rates_and_blocked_rules(tmp_path):
+    result = validate(
+        tmp_path,
+        """\
+rate: {}
+blocked: [{url: "("}, {status: 999}, {name: nothing}]
+list:
+  each: "li"
+  id: "a::text"
+  rate: {per_second: 0}
+""",
+    )
+    assert result.returncode == EXIT_USAGE, result.stdout + result.stderr
+    text = "\n".join(problems(result))
+    assert "a rate needs `per_second`, `concurrency` or both" in text
+    assert "a blocked rule needs at least one of css, xpath, status or url" in text
+    assert "greater than 0" in text
+
+
+def test_validate_accepts_rates_and_blocked_rules(tmp_path):
+    result = validate(
+        tmp_path,
+        """\
+rate: {per_second: 4}
+blocked:
+  - {css: "form#captcha", name: captcha}
+  - {url: "/captcha", status: [302, 200]}
+list:
+  each: "li"
+  follow: "a::attr(href)"
+  rate: {concurrency: 1}
+detail:
+  id: "h1::text"
+  rate: {per_second: 0.5, concurrency: 2}
+  blocked: {xpath: "//div[@id='ban']"}
+  subtabs:
+    tab: {url: "/t/{id}", fields: {x: "p::text"}, rate: {concurrency: 1}}
+""",
+    )
+    assert result.returncode == EXIT_OK, result.stdout + result.stderr

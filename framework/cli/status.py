@@ -100,6 +100,20 @@ def _clip(text: Any, width: int) -> str:
     return s if len(s) <= width else s[: width - 1] + "…"
 
 
+def _workers(w: dict[str, Any] | None) -> list[str]:
+    """The crawl processes that hold leases, or ran several at once (`--processes`)."""
+    listed = (w or {}).get("list") or []
+    if not w or (len(listed) < 2 and not w["leased_rows"]):
+        return []  # a single-process crawl: the state line says whether it runs
+    lines = [f"workers: {w['live']} running, {w['leased_rows']} rows leased"]
+    for x in listed[:8]:
+        lines.append(
+            f"  #{x['id']} pid {x['pid']} on {x['host']}: {x['state']}, "
+            f"{x['leased_rows']} leased, heartbeat {x['heartbeat_age_s']}s ago"
+        )
+    return lines
+
+
 def render(job: str, r: dict[str, Any]) -> str:
     out: list[str] = []
     state = STATES.get(r["state"], r["state"]).format(**r["queue"])
@@ -122,6 +136,7 @@ def render(job: str, r: dict[str, Any]) -> str:
     )
     it = r["items"]
     out.append(f"items: {it['complete']} complete, {it['incomplete']} incomplete")
+    out += _workers(r.get("workers"))
     for d in r.get("drift") or []:
         what = (
             f"matched fallback {(d.get('selectors') or ['?'])[-1]!r} {d.get('count', 0)} times"

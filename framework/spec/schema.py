@@ -77,6 +77,18 @@ def job_schema() -> dict[str, Any]:
         "anyOf": [click, {"type": "string"}, {"$ref": "#/$defs/Click"}],
         "default": [],
     }
+    # a form field as a value template, or a list of them (forms: in crawl/forms.py)
+    _wrap(schema, "FormField", {"type": "string", "description": "a value template"})
+    _wrap(
+        schema,
+        "FormField",
+        {"type": "array", "items": {"type": "string"}, "description": "one request per value"},
+    )
+    forms = defs["PageKind"]["properties"]["forms"]
+    defs["PageKind"]["properties"]["forms"] = {
+        "anyOf": [forms, {"$ref": "#/$defs/FormSpec"}],
+        "default": [],
+    }
     follow = defs["PageKind"]["properties"]["follow"]
     defs["PageKind"]["properties"]["follow"] = {
         "anyOf": [follow, {"$ref": "#/$defs/FollowRule"}],

@@ -1269,6 +1269,13 @@ def _raw_page(checker: _Checker, path: Path_, raw: dict[str, Any]) -> None:
     pagination = raw.get("pagination")
     if isinstance(pagination, dict):
         expression((*path, "pagination", "next"), pagination.get("next"))
+    forms = raw.get("forms")
+    for i, form in list(enumerate(forms)) if isinstance(forms, list) else [(None, forms)]:
+        if isinstance(form, dict):
+            fpath: Path_ = (*path, "forms") if i is None else (*path, "forms", i)
+            for key in ("css", "xpath"):
+                if isinstance(form.get(key), str):
+                    checker.selector((*fpath, key), form[key], kind=key)
     subtabs = raw.get("subtabs")
     for tname, tab in subtabs.items() if isinstance(subtabs, dict) else ():
         if not isinstance(tab, dict):

@@ -10,12 +10,13 @@ point is a callable ``(ws: Workspace) -> dict | None`` and its result goes under
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping
-from datetime import datetime
+from datetime import UTC, datetime
 from importlib.metadata import entry_points
 from typing import Any
 
-from framework.workspace import deferrals, fill, integrity
+from framework.workspace import deferrals, fill, integrity, leases
 from framework.workspace.jsonl import redact
 from framework.workspace.records import SCHEMA_VERSION, Row, RowStatus
 from framework.workspace.workspace import Workspace
@@ -24,8 +25,34 @@ STATUS_GROUP = "framework.status"
 RUN_EVENTS = ("run_started", "run_resumed")
 INCOMPLETE_KEYS_MAX = 50
 SPEC_CHANGES_MAX = 10
+# a worker silent this long is dead to status; a single-process crawl never beats (its
+# lock tells), so only a worker of `--processes N` is judged by its heartbeat
+WORKER_STALE_S = leases.LEASE_SECONDS
 
 Section = Callable[[Workspace], Mapping[str, Any] | None]
+
+
+def _workers(ws: Workspace) -> dict[str, Any]:
+    """The latest crawl processes, live or dead, and the open rows under a lease."""
+    now = time.time()
+    found = leases.workers(ws.store)
+    live = [w for w in found if w.alive(now, WORKER_STALE_S)]
+    return {
+        "live": len(live),
+        "leased_rows": leases.leased_rows(ws.store),
+        "list": [
+            {
+                "id": w.id,
+                "host": w.host,
+                "pid": w.pid,
+                "state": "running" if w in live else "stopped" if w.stopped_at else "dead",
+                "started": datetime.fromtimestamp(w.started_at, UTC).isoformat(timespec="seconds"),
+                "heartbeat_age_s": round(now - w.heartbeat_at, 1),
+                "leased_rows": w.leased,
+            }
+            for w in found
+        ],
+    }
 
 
 def build_status(
@@ -49,12 +76,17 @@ def build_status(
     items = store.item_counts()
     incomplete_keys = store.incomplete_keys(INCOMPLETE_KEYS_MAX + 1)
     exhausted = store.exhausted(max_attempts, limit=top)
+    workers = _workers(ws)
     report: dict[str, Any] = {
         "workspace": str(ws.path),
         "schema_version": SCHEMA_VERSION,
         "max_attempts": max_attempts,
         "done": queue["pending"] == 0 and queue["retryable"] == 0,
-        "crawl_running": ws.lock_holder("crawl") is not None,
+        # a shared lock (the workers of `crawl --processes N`) does not show to the probe
+        # of lock_holder: their rows in the workers table do
+        "crawl_running": ws.lock_holder("crawl") is not None or workers["live"] > 0,
+        # the crawl processes (leases.py): several with `crawl --processes N`
+        "workers": workers,
         "rows": {
             "total": sum(by_status.values()),
             "by_status": by_status,
