@@ -29,7 +29,7 @@ import fcntl
 import json
 import os
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -174,14 +174,27 @@ class JsonlLog:
         generic walk is skipped (the crawl's per-request hot path)."""
         if self.masker is not None:
             record = self.masker(record)
-        line = dumps_line(redact(record) if self.redact and not redacted else record)
+        self._write(dumps_line(redact(record) if self.redact and not redacted else record))
+
+    def append_many(self, records: Sequence[Mapping[str, Any]], *, redacted: bool = False) -> None:
+        """Append whole lines in one write (the lines of one group commit), so a kill
+        leaves all or none of them (a torn last line is repaired by the next writer)."""
+        lines = []
+        for record in records:
+            if self.masker is not None:
+                record = self.masker(record)
+            lines.append(dumps_line(redact(record) if self.redact and not redacted else record))
+        if lines:
+            self._write(b"".join(lines))
+
+    def _write(self, data: bytes) -> None:
         if self._fd is None:
             self._fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
         fd = self._fd
         fcntl.flock(fd, fcntl.LOCK_EX)
         try:
             self._repair(fd)
-            view = memoryview(line)
+            view = memoryview(data)
             while view:  # a regular file takes it in one write; a short write continues
                 view = view[os.write(fd, view) :]
             if self.fsync:

@@ -1,11 +1,12 @@
 """The embedded :class:`~framework.workspace.store.Store`: one SQLite file in WAL mode.
 
 Owns the writes to ``state.sqlite``: seed, the one-transaction ``commit`` of a page's
-outcome, item upserts and part merges, the completeness recomputation, requeue and
-reset. Connections, schema and transactions are :mod:`framework.workspace.sqlite_base`'s;
-the reads are :mod:`framework.workspace.sqlite_read`'s. It never writes the JSONL logs,
-never takes workspace locks and knows nothing of Scrapy. The on-disk format is the
-contract documented in ``docs/workspace.md``.
+outcome (``commit_many``: of a group of pages' outcomes), item upserts and part
+merges, the completeness recomputation, requeue and reset. Connections, schema and
+transactions are :mod:`framework.workspace.sqlite_base`'s; the reads are
+:mod:`framework.workspace.sqlite_read`'s. It never writes the JSONL logs, never takes
+workspace locks and knows nothing of Scrapy. The on-disk format is the contract
+documented in ``docs/workspace.md``.
 
 Durability: WAL with ``synchronous=NORMAL``. A transaction is appended to the WAL and
 committed before :meth:`SqliteStore.commit` returns; the WAL is only fsynced at
@@ -34,6 +35,7 @@ from typing import Any
 
 from framework.errors import WorkspaceError
 from framework.workspace import holds
+from framework.workspace.leases import FENCE_SET, FENCE_WHERE
 from framework.workspace.records import (
     CommitResult,
     ErrorKind,
@@ -137,64 +139,97 @@ class SqliteStore(SqliteReader):
         return inserted
 
     def commit(self, outcome: Outcome) -> CommitResult:
+        (res,) = self.commit_many([outcome])
+        if res is None:
+            raise WorkspaceError(f"commit for row {outcome.row_id} refused")
+        return res
+
+    def commit_many(self, outcomes: Sequence[Outcome]) -> list[CommitResult | None]:
+        """Commit a group of outcomes in ONE transaction (group commit: the crawl's
+        :mod:`framework.crawl.group`), results in the same order. All or none: a fault
+        rolls the whole group back and every row stays as it was. None for an outcome
+        that :meth:`_apply_outcome` refused (nothing of it written)."""
+        if not outcomes:
+            return []
         now = self._clock()
         conn = self._conn()
         with self._tx(conn):
-            status = RowStatus.OK if outcome.ok else RowStatus.ERROR
-            kind = outcome.error_kind if not outcome.ok else None
-            if not outcome.ok and kind is None:
-                kind = ErrorKind.OTHER
-            retryable = outcome.ok or (outcome.retryable and (kind is None or kind.retryable))
-            detail = (outcome.error or "")[:ERROR_DETAIL_MAX] or None
-            got = conn.execute(
-                "UPDATE rows SET status = ?, attempts = attempts + ?, retryable = ?, "
-                "last_error_kind = coalesce(?, last_error_kind), "
-                "last_error = CASE WHEN ? THEN last_error ELSE ? END, "
-                "last_http_status = ?, updated_at = ? WHERE id = ? "
-                "RETURNING attempts, item_key",
-                (
-                    status.value,
-                    0 if outcome.reparse else 1,  # a re-extraction made no request
-                    int(retryable),
-                    kind.value if kind else None,
-                    int(outcome.ok),
-                    detail,
-                    outcome.http_status,
-                    now,
-                    outcome.row_id,
-                ),
-            ).fetchone()
-            if got is None:
-                raise WorkspaceError(f"commit for unknown row id {outcome.row_id}")
-            attempt, own_key = int(got[0]), got[1]
-            stored = 0
-            if outcome.response is not None:
-                stored = self._write_response(conn, outcome.row_id, outcome.response, now)
-            history_n = 2  # a reparsed row has its items from earlier: look them up
-            if not outcome.reparse:
-                history_n = self._write_attempt(conn, outcome, status, attempt, kind, detail, now)
-            inserted = self._insert_rows(conn, outcome.new_rows, outcome.row_id, now)
-            new, changed, unchanged, keys, fresh = self._write_items(conn, outcome, now)
-            if outcome.holds or outcome.items:  # rule-breaking candidates (holds.py)
-                holds.settle(
-                    conn, outcome.holds, [w.dedupe_key for w in outcome.items], outcome.row_id, now
+            results = [self._apply_outcome(conn, o, now) for o in outcomes]
+        before = self._commits
+        self._commits += len(outcomes)
+        if self._commits // CHECKPOINT_EVERY != before // CHECKPOINT_EVERY:
+            self._checkpoint_soon()  # by outcomes, not transactions: the WAL grows by page
+        return results
+
+    def _apply_outcome(
+        self, conn: sqlite3.Connection, outcome: Outcome, now: str
+    ) -> CommitResult | None:
+        """Every write of one outcome, inside the caller's open transaction: the row's
+        status and attempt, its stored response, the rows it found, its items and holds,
+        and the completeness of the items it touches. The one place a per-outcome check
+        (a lease's fencing token) belongs; None would mean "refused, nothing written"."""
+        status = RowStatus.OK if outcome.ok else RowStatus.ERROR
+        kind = outcome.error_kind if not outcome.ok else None
+        if not outcome.ok and kind is None:
+            kind = ErrorKind.OTHER
+        retryable = outcome.ok or (outcome.retryable and (kind is None or kind.retryable))
+        detail = (outcome.error or "")[:ERROR_DETAIL_MAX] or None
+        token = outcome.lease_token
+        got = conn.execute(
+            "UPDATE rows SET status = ?, attempts = attempts + ?, retryable = ?, "
+            "last_error_kind = coalesce(?, last_error_kind), "
+            "last_error = CASE WHEN ? THEN last_error ELSE ? END, "
+            f"last_http_status = ?, updated_at = ?, {FENCE_SET} WHERE id = ? "
+            f"AND {FENCE_WHERE} RETURNING attempts, item_key",
+            (
+                status.value,
+                0 if outcome.reparse else 1,  # a re-extraction made no request
+                int(retryable),
+                kind.value if kind else None,
+                int(outcome.ok),
+                detail,
+                outcome.http_status,
+                now,
+                int(outcome.ok),  # an ok row drops its lease (leases.py)
+                int(outcome.ok),
+                outcome.row_id,
+                token,  # the fence: refused when the lease was taken over
+                token,
+            ),
+        ).fetchone()
+        if got is None:
+            if (
+                token is not None
+                and conn.execute("SELECT 1 FROM rows WHERE id = ?", (outcome.row_id,)).fetchone()
+            ):
+                return None  # fenced: nothing of this outcome is written
+            raise WorkspaceError(f"commit for unknown row id {outcome.row_id}")
+        attempt, own_key = int(got[0]), got[1]
+        stored = 0
+        if outcome.response is not None:
+            stored = self._write_response(conn, outcome.row_id, outcome.response, now)
+        history_n = 2  # a reparsed row has its items from earlier: look them up
+        if not outcome.reparse:
+            history_n = self._write_attempt(conn, outcome, status, attempt, kind, detail, now)
+        inserted = self._insert_rows(conn, outcome.new_rows, outcome.row_id, now)
+        new, changed, unchanged, keys, fresh = self._write_items(conn, outcome, now)
+        if outcome.holds or outcome.items:  # rule-breaking candidates (holds.py)
+            holds.settle(
+                conn, outcome.holds, [w.dedupe_key for w in outcome.items], outcome.row_id, now
+            )
+        if own_key is not None:
+            keys.add(str(own_key))
+        keys.update(str(r.context["item_key"]) for r in inserted if "item_key" in r.context)
+        if history_n > 1:
+            # Items written by an earlier attempt of this row follow its new status.
+            # On a row's first ever attempt none can exist: skip the lookup (hot path).
+            keys.update(
+                k
+                for (k,) in conn.execute(
+                    "SELECT dedupe_key FROM items WHERE row_id = ?", (outcome.row_id,)
                 )
-            if own_key is not None:
-                keys.add(str(own_key))
-            keys.update(str(r.context["item_key"]) for r in inserted if "item_key" in r.context)
-            if history_n > 1:
-                # Items written by an earlier attempt of this row follow its new status.
-                # On a row's first ever attempt none can exist: skip the lookup (hot path).
-                keys.update(
-                    k
-                    for (k,) in conn.execute(
-                        "SELECT dedupe_key FROM items WHERE row_id = ?", (outcome.row_id,)
-                    )
-                )
-            completed = self._recompute(conn, keys, fresh)
-        self._commits += 1
-        if self._commits % CHECKPOINT_EVERY == 0:
-            self._checkpoint_soon()
+            )
+        completed = self._recompute(conn, keys, fresh)
         return CommitResult(
             status=status,
             attempt=attempt,
