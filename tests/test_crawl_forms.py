@@ -456,3 +456,38 @@ pages:
     assert r.returncode == EXIT_SPEC
     assert f"{spec}:7:12: invalid CSS selector 'form[['" in r.stderr + r.stdout
     assert f"{spec}:9:7: unknown key 'frobnicate'" in r.stderr + r.stdout
+
+
+@pytest.mark.parametrize(
+    ("spec", "problem"),
+    [
+        ({"css": "form#missing"}, "the page has no form (css 'form#missing')"),
+        ({"index": 3}, "the page has no form (form number 3)"),
+        ({"fields": {"nope": {"options": True}}}, "the form has no <select name='nope'>"),
+        ({"click": {"name": "absent"}}, "no element matches `click: {'name': 'absent'}`"),
+        ({"css": "#main", "click": {"type": "checkbox"}}, "several elements match"),
+        ({"fields": {"q": "{missing}"}}, "field 'q': template '{missing}' needs a value"),
+    ],
+)
+def test_a_form_that_cannot_be_submitted_as_written_is_a_page_error(spec, problem):
+    from scrapy.http import HtmlResponse
+
+    from framework.crawl.forms import CompiledForm, FormError
+    from framework.spec.models import FormSpec
+
+    response = HtmlResponse("http://site.test/app/page", body=PARITY_PAGE, encoding="utf-8")
+    form = CompiledForm("page", 0, FormSpec.model_validate({**spec, "to": "next"}))
+    with pytest.raises(FormError, match=r"page\.forms\[0\]") as err:
+        form.submissions(response.selector, "utf-8", {}, {}, lambda url: True)
+    assert problem in str(err.value)
+    optional = CompiledForm(
+        "page", 0, FormSpec.model_validate({"css": "nav", "to": "next", "required": False})
+    )
+    assert optional.submissions(response.selector, "utf-8", {}, {}, lambda url: True) == []
+    refused: list[str] = []
+    main = CompiledForm("page", 0, FormSpec.model_validate({"css": "#main", "to": "next"}))
+    assert (
+        main.submissions(response.selector, "utf-8", {}, {}, lambda u: refused.append(u) and False)
+        == []
+    )
+    assert refused == ["http://site.test/app/search?old=1"]
