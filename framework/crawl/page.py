@@ -28,6 +28,7 @@ from parsel import Selector
 from scrapy.http import Response, TextResponse
 
 from framework.crawl.changes import ChangeLimits
+from framework.crawl.discovery import DEFAULT_MAX_BYTES, SitemapError, SitemapReader
 from framework.crawl.forms import CompiledForm, FormError, Submission
 from framework.crawl.safety import url_refusal
 from framework.extract.embedded import EmbeddedError
@@ -52,6 +53,7 @@ from framework.extract.patterns import (
 )
 from framework.spec.keys import make_dedupe_key, normalise_source_id
 from framework.spec.models import (
+    FollowRule,
     Format,
     JobSpec,
     PageKind,
@@ -79,6 +81,8 @@ class Guard:
         # "scheme" / "offsite" / "userinfo" -> links dropped
         self.refused: Counter[str] = Counter()
         self.on_refused: Callable[[str, str], None] | None = None  # (url, why)
+        # what a gzip sitemap may decompress to (the crawl sets DOWNLOAD_MAXSIZE)
+        self.max_body = DEFAULT_MAX_BYTES
         self._allowed: set[str] = set()  # "scheme://host:port" prefixes found allowed
 
     def admit(self, url: str) -> bool:
@@ -114,6 +118,7 @@ class Link:
     kind: str
     url: str
     carry: dict[str, Any] = field(default_factory=dict)  # fields carried to the next page
+    depth: int = 0  # of the page it leads to, in links from a start URL (follow rules)
 
 
 @dataclass
@@ -167,27 +172,37 @@ _NOT_LINKS = ("#", "javascript:", "mailto:", "tel:")
 
 
 class _CompiledFollow:
-    def __init__(
-        self, css: str | None, xpath: str | None, pattern: str | None, to: str, guard: Guard
-    ) -> None:
-        self.to = to
+    def __init__(self, rule: FollowRule, guard: Guard) -> None:
+        self.to = rule.to
         self.guard = guard
-        if css is not None:
-            self.xp = compile_css(css)
-        elif xpath is not None:
-            self.xp = compile_xpath(xpath)
+        if rule.css is not None:
+            self.xp = compile_css(rule.css)
+        elif rule.xpath is not None:
+            self.xp = compile_xpath(rule.xpath)
         else:
             self.xp = _ALL_LINKS
-        self.pattern = SafeRegex(pattern) if pattern else None
+        self.pattern = SafeRegex(rule.pattern) if rule.pattern else None
+        self.deny = [SafeRegex(d) for d in rule.deny]
+        self.max_depth = rule.max_depth
 
-    def urls(self, sel: Selector, base: str) -> list[str]:
+    def wants(self, url: str, depth: int) -> bool:
+        """Whether this rule leads from a page at ``depth`` to ``url`` (the guard aside)."""
+        if self.max_depth is not None and depth + 1 > self.max_depth:
+            return False
+        if self.pattern is not None and not self.pattern.search(url):
+            return False
+        return not any(d.search(url) for d in self.deny)
+
+    def urls(self, sel: Selector, base: str, depth: int = 0) -> list[str]:
         out: list[str] = []
+        if self.max_depth is not None and depth >= self.max_depth:
+            return out  # not even read: a deep page's links cost nothing
         for href in _values(sel, self.xp, "follow"):
             href = href.strip()
             if not href or href.lower().startswith(_NOT_LINKS):
                 continue
             url = urljoin(base, href)
-            if self.pattern is not None and not self.pattern.search(url):
+            if not self.wants(url, depth):
                 continue
             if self.guard.admit(url):
                 out.append(url)
@@ -278,7 +293,6 @@ class CompiledSubtab:
             return [self.fields.extract(s).values for s in found]
         if self.each_xp is not None:
             rows = _select(sel, self.each_xp, str(self.spec.each or ""))
-
             if self.fields is None:
                 return [r.xpath("normalize-space(.)").get() for r in rows]
             return [self.fields.extract(Scope(url=response.url, selector=r)).values for r in rows]
@@ -316,7 +330,12 @@ class CompiledKind:
         each = kind.each if isinstance(kind.each, str) else None
         self.each_json = compile_jsonpath(each) if each and self.is_json else None
         self.each_xp = compile_selector(each) if each and not self.is_json else None
-        self.follow = [_CompiledFollow(f.css, f.xpath, f.pattern, f.to, guard) for f in kind.follow]
+        self.follow = [_CompiledFollow(f, guard) for f in kind.follow]
+        self.sitemap = (
+            SitemapReader(name, kind.sitemap, self.follow, guard.admit)
+            if kind.format is Format.SITEMAP
+            else None
+        )
         self.subtabs = [
             CompiledSubtab(name, n, t, guard, job.languages) for n, t in kind.subtabs.items()
         ]
@@ -339,14 +358,30 @@ class CompiledKind:
         )
 
     # ------------------------------------------------------------------ records
-    def parse(self, response: Response, carry: Mapping[str, Any], page_no: int) -> PageResult:
+    def parse(
+        self, response: Response, carry: Mapping[str, Any], page_no: int, depth: int = 0
+    ) -> PageResult:
+        """``depth``: the page's, in links from a start URL (for ``max_depth``)."""
         with page_budget(self.guard.limits):
             try:
-                return self._parse(response, carry, page_no)
-            except (LimitExceeded, EmbeddedError) as exc:
+                if self.sitemap is not None:
+                    return self._sitemap(response, carry, depth)
+                return self._parse(response, carry, page_no, depth)
+            except (LimitExceeded, SitemapError, EmbeddedError) as exc:
                 raise PageError(str(exc)) from None
 
-    def _parse(self, response: Response, carry: Mapping[str, Any], page_no: int) -> PageResult:
+    def _sitemap(self, response: Response, carry: Mapping[str, Any], depth: int) -> PageResult:
+        assert self.sitemap is not None
+        found = self.sitemap.links(response, depth, self.guard.max_body)
+        return PageResult(
+            links=[
+                Link(f.kind, f.url, dict(carry), depth if f.nested else depth + 1) for f in found
+            ]
+        )
+
+    def _parse(
+        self, response: Response, carry: Mapping[str, Any], page_no: int, depth: int = 0
+    ) -> PageResult:
         result = PageResult()
         base = response.url
         if self.is_json:
@@ -379,13 +414,15 @@ class CompiledKind:
                 result.records.append(record)
             if per_record_follow and scope.selector is not None:
                 for rule in self.follow:
-                    for url in rule.urls(scope.selector, base):
-                        result.links.append(Link(rule.to, url, dict(record.all_values)))
+                    for url in rule.urls(scope.selector, base, depth):
+                        result.links.append(Link(rule.to, url, dict(record.all_values), depth + 1))
         if not per_record_follow and sel is not None:
             for rule in self.follow:
-                for url in rule.urls(sel, base):
-                    result.links.append(Link(rule.to, url, dict(carry)))
+                for url in rule.urls(sel, base, depth):
+                    result.links.append(Link(rule.to, url, dict(carry), depth + 1))
         result.next_pages = self._next(response, sel, doc, len(scopes), carry, page_no)
+        for link in result.next_pages:  # a next page is as deep as its list
+            link.depth = depth
         if self.forms and sel is not None:
             result.forms = self._forms(response, sel, result, carry)
         return result
@@ -518,6 +555,10 @@ class CompiledJob:
         }
         self.subtabs = {t.kind: t for k in self.kinds.values() for t in k.subtabs}
         self.start_kind = spec.start_kind()
+        # rows carry their depth only when a rule reads it (other workspaces unchanged)
+        self.tracks_depth = any(
+            r.max_depth is not None for k in self.kinds.values() for r in k.spec.follow
+        )
 
 
 # ---------------------------------------------------------------------- helpers

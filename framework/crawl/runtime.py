@@ -33,6 +33,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from scrapy.utils._compression import _DecompressionMaxSizeExceeded
+
 from framework.crawl.blocking import REASON_BLOCKED, Block, Detector
 from framework.crawl.changes import ChangeLimits
 from framework.crawl.drift import Drift
@@ -210,6 +212,8 @@ class CrawlRuntime:
         ws = Workspace.open(Path(jobdir), create=True)
         if fresh is None:
             fresh = s.getbool("FRAMEWORK_FRESH", False)
+        # what a gzip sitemap may decompress to: the bound of any body (discovery.py)
+        job.guard.max_body = s.getint("DOWNLOAD_MAXSIZE", job.guard.max_body)
         runtime = cls(ws, job, spec_hash, limits, fresh=fresh)
         try:
             runtime._stack.enter_context(ws.lock("crawl"))
@@ -440,7 +444,10 @@ class CrawlRuntime:
                 else:
                     ctx = row.context
                     result = self.job.kinds[row.kind].parse(
-                        response, ctx.get("carry", {}), int(ctx.get("page", 1))
+                        response,
+                        ctx.get("carry", {}),
+                        int(ctx.get("page", 1)),
+                        depth=int(ctx.get("depth", 0)),
                     )
             except PageError as exc:
                 error = (ErrorKind.PARSE, str(exc))
@@ -618,10 +625,15 @@ class CrawlRuntime:
                     )
                 )
         for link in result.links:
-            new_rows.append(NewRow(kind=link.kind, url=link.url, context=_carry(link.carry)))
+            ctx = _carry(link.carry)
+            if self.job.tracks_depth and link.depth:  # max_depth reads it after a resume
+                ctx["depth"] = link.depth
+            new_rows.append(NewRow(kind=link.kind, url=link.url, context=ctx))
         for link in result.next_pages:
             ctx = _carry(link.carry)
             ctx["page"] = page + 1
+            if self.job.tracks_depth and link.depth:
+                ctx["depth"] = link.depth
             new_rows.append(NewRow(kind=link.kind, url=link.url, context=ctx))
         # A form request is a row like any other: its body (the page's hidden state
         # included) is part of its identity, since a view state may hold earlier choices.
@@ -1027,6 +1039,10 @@ def classify_failure(failure: Failure) -> tuple[ErrorKind, str]:
     if isinstance(own, ErrorKind):
         return own, str(exc)
     name = type(exc).__name__
+    if isinstance(exc.__cause__, _DecompressionMaxSizeExceeded):
+        # HttpCompressionMiddleware's IgnoreRequest for a Content-Encoding (gzip...) body
+        # over DOWNLOAD_MAXSIZE once decoded: a bomb, typed like a body over the size
+        return ErrorKind.PARSE, f"response {exc.__cause__}: page not read (DOWNLOAD_MAXSIZE)"
     if _tls_failed(exc):
         # not a host that is down: a certificate or protocol problem a human must see
         return ErrorKind.OTHER, f"TLS handshake failed: {_describe(exc)}"
