@@ -18,6 +18,7 @@ import subprocess
 import time
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 import pytest
 
@@ -86,6 +87,9 @@ start_urls: ["{url}/authors/"]
 start: index
 pages:
   index:
+    each: "li"
+    fields:
+      listed_as: {{css: "a::text", helper: true}}  # carried to the author page
     follow: {{css: "a.author::attr(href)", to: author}}
   author:
     id: "h1::attr(data-slug)"
@@ -101,7 +105,7 @@ pages:
         helper: true
     subtabs:
       bio:
-        url: "/author/{{id}}/bio"
+        url: "/author/{{id}}/bio?listed_as={{listed_as}}"
         method: POST
         body: {{form: {{__VIEWSTATE: "{{viewstate}}"}}}}
         format: json
@@ -153,16 +157,12 @@ def test_the_same_quotes_from_json_ld_microdata_and_a_json_script(
     name, script_site, tmp_path, crawl_cli
 ):
     site = script_site()
-    prefix, each, id_path, tags = CONTAINERS[name]
-    text = OTHER_SPEC.format(
-        name=name, url=site.url, prefix=prefix, each=each, id=id_path, tags=tags
-    )
+    text, expected = _spec_and_truth(name, site.url)
     spec = _write(tmp_path, text)
     ws = tmp_path / "ws"
     r = _crawl(crawl_cli, spec, ws)
     assert r.returncode == EXIT_OK, r.stderr[-3000:]
     items = workspace_items(ws)
-    expected = _only(truth("quotes", site.url), ("text", "author", "tags"))
     for key, record in expected.items():
         assert items.get(key) == record, key
     assert items == expected
@@ -200,10 +200,20 @@ def _lines(ws: Path) -> int:
         return 0
 
 
+def _spec_and_truth(name: str, url: str) -> tuple[str, dict[str, Any]]:
+    if name == "js":
+        return JS_SPEC.format(url=url), truth("quotes", url)
+    prefix, each, id_path, tags = CONTAINERS[name]
+    text = OTHER_SPEC.format(name=name, url=url, prefix=prefix, each=each, id=id_path, tags=tags)
+    return text, _only(truth("quotes", url), ("text", "author", "tags"))
+
+
 @pytest.mark.slow
-def test_a_killed_crawl_resumes_to_the_same_quotes(script_site, tmp_path, crawl_cli):
+@pytest.mark.parametrize("name", ["js", "jsonld"])
+def test_a_killed_crawl_resumes_to_the_same_quotes(name, script_site, tmp_path, crawl_cli):
     site = script_site(delay=0.4)  # slow pages: a kill lands between them
-    spec = _write(tmp_path, JS_SPEC.format(url=site.url))
+    text, expected = _spec_and_truth(name, site.url)
+    spec = _write(tmp_path, text)
     ws = tmp_path / "ws"
     rng = random.Random(20261130)
     landed = 0
@@ -229,7 +239,6 @@ def test_a_killed_crawl_resumes_to_the_same_quotes(script_site, tmp_path, crawl_
     final = _crawl(crawl_cli, spec, ws)
     assert final.returncode == EXIT_OK, final.stderr[-3000:]
     items = workspace_items(ws)
-    expected = truth("quotes", site.url)
     for key, record in expected.items():
         assert items.get(key) == record, key
     assert items == expected
@@ -256,6 +265,11 @@ def test_pairs_become_one_mapping_and_helpers_are_neither_stored_nor_hashed(
     assert items == author_truth("authors")  # no `viewstate` in any item
     # the helper reached the sub-tab's body: every bio POST carried an issued view state
     assert site.bios_refused == 0
+    # and a helper carried from the index page reached the sub-tab's URL template
+    bios = sorted(unquote(line["url"]) for line in url_log(ws) if line["kind"] == "author.bio")
+    assert bios == sorted(
+        f"{site.url}/author/{slug.lower()}/bio?listed_as={name}" for name, slug, *_ in AUTHORS
+    )
     assert len(site.viewstates) == len(AUTHORS)
     hashes = item_hashes(ws)
     assert all(complete for _, complete in hashes.values())
@@ -386,3 +400,57 @@ def test_validate_locates_bad_expressions_in_the_new_keys(tmp_path, crawl_cli):
     assert len(out.strip().splitlines()) == len(expected), out
     # the json sources of records read from a script are not "a json path on an HTML page"
     assert "on an HTML page" not in out
+
+
+NESTED_SPEC = """\
+name: quote-pages
+source_type: pages
+start_urls: ["{url}/ld/page/2/", "{url}/md/page/3/"]
+pages:
+  page:
+    id: {{url: '/(\\w+/page/\\d+)/$'}}
+    fields:
+      title: "title::text"
+      quotes:
+        each: {{jsonld: Quote}}
+        fields:
+          text: {{json: $.text}}
+          by: {{json: $.author.name}}
+      items:
+        each: {{microdata: Quote}}
+        fields:
+          text: {{json: $.text}}
+          by: {{json: $.author.name}}
+"""
+
+
+def test_a_nested_group_takes_its_rows_from_json_ld_and_microdata(script_site, tmp_path, crawl_cli):
+    site = script_site()
+    spec = _write(tmp_path, NESTED_SPEC.format(url=site.url))
+    ws = tmp_path / "ws"
+    r = _crawl(crawl_cli, spec, ws)
+    assert r.returncode == EXIT_OK, r.stderr[-3000:]
+
+    def rows(page: int) -> list[dict[str, Any]]:
+        numbers = range(PER_PAGE * (page - 1) + 1, PER_PAGE * page + 1)
+        return [{"text": quote(n)["text"], "by": quote(n)["author"]["name"]} for n in numbers]
+
+    items = workspace_items(ws)
+    assert items == {
+        "pages:ld/page/2": {
+            "dedupe_key": "pages:ld/page/2",
+            "source_type": "pages",
+            "source_id": "ld/page/2",
+            "title": "Quotes",
+            "quotes": rows(2),  # the JSON-LD page has no microdata
+            "items": [],
+        },
+        "pages:md/page/3": {
+            "dedupe_key": "pages:md/page/3",
+            "source_type": "pages",
+            "source_id": "md/page/3",
+            "title": "Quotes",
+            "quotes": [],
+            "items": rows(3),
+        },
+    }
