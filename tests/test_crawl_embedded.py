@@ -421,19 +421,34 @@ pages:
         fields:
           text: {{json: $.text}}
           by: {{json: $.author.name}}
+      n: {{url: '/page/(\\d+)/$', type: integer, helper: true}}
+    subtabs:
+      js:  # the same page's quotes from the JS version: rows from a script (path: $)
+        url: "/js/page/{{n}}/"
+        each: {{embedded: {{var: data}}}}
+        fields:
+          id: {{json: $.id, type: integer}}
+          tags: {{json: $.tags, many: true}}
 """
 
 
-def test_a_nested_group_takes_its_rows_from_json_ld_and_microdata(script_site, tmp_path, crawl_cli):
+def test_nested_groups_and_a_sub_tab_take_their_rows_from_data_in_the_page(
+    script_site, tmp_path, crawl_cli
+):
     site = script_site()
     spec = _write(tmp_path, NESTED_SPEC.format(url=site.url))
     ws = tmp_path / "ws"
     r = _crawl(crawl_cli, spec, ws)
     assert r.returncode == EXIT_OK, r.stderr[-3000:]
 
+    def numbers(page: int) -> range:
+        return range(PER_PAGE * (page - 1) + 1, PER_PAGE * page + 1)
+
     def rows(page: int) -> list[dict[str, Any]]:
-        numbers = range(PER_PAGE * (page - 1) + 1, PER_PAGE * page + 1)
-        return [{"text": quote(n)["text"], "by": quote(n)["author"]["name"]} for n in numbers]
+        return [{"text": quote(n)["text"], "by": quote(n)["author"]["name"]} for n in numbers(page)]
+
+    def tab(page: int) -> list[dict[str, Any]]:
+        return [{"id": n, "tags": quote(n)["tags"]} for n in numbers(page)]
 
     items = workspace_items(ws)
     assert items == {
@@ -444,6 +459,7 @@ def test_a_nested_group_takes_its_rows_from_json_ld_and_microdata(script_site, t
             "title": "Quotes",
             "quotes": rows(2),  # the JSON-LD page has no microdata
             "items": [],
+            "js": tab(2),
         },
         "pages:md/page/3": {
             "dedupe_key": "pages:md/page/3",
@@ -452,5 +468,6 @@ def test_a_nested_group_takes_its_rows_from_json_ld_and_microdata(script_site, t
             "title": "Quotes",
             "quotes": [],
             "items": rows(3),
+            "js": tab(3),
         },
     }
