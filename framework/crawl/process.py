@@ -97,7 +97,8 @@ def run_crawl(
     process = CrawlerProcess(settings)
     crawler = process.create_crawler(spidercls)
     jobdir = Path(crawler.settings.get("JOBDIR"))
-    preflight(jobdir, fresh=crawler.settings.getbool("FRAMEWORK_FRESH", False))
+    if not crawler.settings.getbool("FRAMEWORK_WORKER", False):  # its parent checked
+        preflight(jobdir, fresh=crawler.settings.getbool("FRAMEWORK_FRESH", False))
     failures: list[BaseException] = []
 
     def keep(failure: Failure) -> None:
