@@ -101,10 +101,11 @@ def _clip(text: Any, width: int) -> str:
 
 
 def _workers(w: dict[str, Any] | None) -> list[str]:
-    """The crawl processes that hold leases, or ran several at once (`--processes`)."""
+    """The crawl processes while several run (`--processes`), hold leases or died."""
     listed = (w or {}).get("list") or []
-    if not w or (len(listed) < 2 and not w["leased_rows"]):
-        return []  # a single-process crawl: the state line says whether it runs
+    dead = any(x["state"] == "dead" for x in listed)
+    if not w or (w["live"] < 2 and not w["leased_rows"] and not dead):
+        return []  # one crawl process at most: the state line says whether it runs
     lines = [f"workers: {w['live']} running, {w['leased_rows']} rows leased"]
     for x in listed[:8]:
         lines.append(
