@@ -63,6 +63,7 @@ CONTAINERS = {
         "$.id",
         "$.tags",
     ),
+    "json-parse": ("state", "{embedded: {var: __STATE__, path: $.quotes}}", "$.id", "$.tags"),
 }
 
 OTHER_SPEC = """\

@@ -42,7 +42,10 @@ _JSONLD = etree.XPath(
     "//script[translate(normalize-space(@type), 'ABCDEFGHIJKLMNOPQRSTUVWXYZ', "
     "'abcdefghijklmnopqrstuvwxyz')='application/ld+json']"
 )
-_LEADING_COMMENT = re.compile(r"\A\s*(?:<!--|//[^\n]*\n|/\*.*?\*/)\s*", re.DOTALL)
+# match() anchors these at the position given (\A would only match at 0)
+_LEADING_COMMENT = re.compile(r"\s*(?:<!--|//[^\n]*\n|/\*.*?\*/)\s*", re.DOTALL)
+# window.__STATE__ = JSON.parse('...'): the document is a JSON text in a string literal
+_JSON_PARSE = re.compile(r"JSON\.parse\(\s*(['\"`])")
 
 
 class EmbeddedError(ValueError):
@@ -77,7 +80,7 @@ def parse_literal(text: str, start: int, what: str) -> Any:
         try:
             value, _end = _DECODER.raw_decode(chunk)
         except ValueError:
-            value = _chomp(chunk)
+            value = _json_parse_call(chunk) if chunk.startswith("JSON.parse") else _chomp(chunk)
     except RecursionError:
         raise EmbeddedError(f"{what}: nested too deeply to read") from None
     except ValueError as exc:
@@ -90,6 +93,37 @@ def parse_literal(text: str, start: int, what: str) -> Any:
         ) from None
     b.timeout(what)
     return value
+
+
+def _json_parse_call(chunk: str) -> Any:
+    """``JSON.parse('<JSON text>')``: the string literal unquoted, then read as JSON."""
+    m = _JSON_PARSE.match(chunk)
+    if m is None:
+        raise ValueError("JSON.parse( without a string literal")
+    quote = m.group(1)
+    body: list[str] = []
+    i = m.end()
+    n = len(chunk)
+    while i < n:  # one pass over a bounded chunk; the escapes are JavaScript's
+        c = chunk[i]
+        if c == quote:
+            break
+        if c == "\\" and i + 1 < n:
+            nxt = chunk[i + 1]
+            if nxt in "'`":
+                body.append(nxt)
+            elif nxt == "\n":  # a line continuation
+                pass
+            else:
+                body.append(c + nxt)
+            i += 2
+            continue
+        body.append('\\"' if c == '"' else c)
+        i += 1
+    else:
+        raise ValueError("the string given to JSON.parse does not end")
+    text = json.loads('"' + "".join(body) + '"')  # the literal's own escapes resolved
+    return json.loads(text)
 
 
 def _chomp(chunk: str) -> Any:
