@@ -10,6 +10,8 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
+
 from framework.workspace import RowStatus, Workspace
 from tests.fixtures.crawl import CLI, events, url_log, workspace_items
 from tests.fixtures.sitemap_site import DENIED, SitemapSite
@@ -100,6 +102,7 @@ def test_sitemap_index_of_two_gzip_sitemaps_is_crawled_to_the_truth(sitemap_site
     r = _crawl(spec, ws)
     assert r.returncode == EXIT_OK, r.stderr[-3000:]
     assert workspace_items(ws) == site.truth_books()
+    assert site.hits("/book/2/de") == 0  # an alternate, not asked for
 
     # robots.txt, the index and both sitemaps (.xml.gz and gzip-encoded) are rows
     rows = _rows(ws)
@@ -206,6 +209,49 @@ def test_gzip_bombs_are_error_rows_not_memory(sitemap_site, tmp_path):
         assert "DOWNLOAD_MAXSIZE" in (row.last_error or ""), row.last_error
         assert not row.retryable  # the same body will not shrink by asking again
     assert "gzip sitemap larger than DOWNLOAD_MAXSIZE" in failed["bomb.xml.gz"].last_error
+
+
+@pytest.mark.parametrize(
+    ("options", "expected", "unread"),
+    [
+        # only the nested sitemaps whose URL matches: books-2 (the even books)
+        ("{follow: ['books-2']}", lambda n: n % 2 == 0, "/sitemaps/books-1.xml.gz"),
+        # entries whose lastmod is before the day: the odd books (2023) are skipped
+        ("{modified_since: 2024-01-01}", lambda n: n % 2 == 0, "/book/1"),
+        ("{modified_since: 2023-06-01}", lambda n: True, "/about"),
+    ],
+    ids=["follow", "modified_since", "modified_since_same_day"],
+)
+def test_sitemap_options_choose_what_is_read(sitemap_site, tmp_path, options, expected, unread):
+    site = sitemap_site()
+    escaped = options.replace("{", "{{").replace("}", "}}")  # SITEMAP_SPEC is a format
+    text = SITEMAP_SPEC.replace("format: sitemap\n", f"format: sitemap\n    sitemap: {escaped}\n")
+    spec = _spec(tmp_path, text, site)
+    ws = tmp_path / "ws"
+    r = _crawl(spec, ws)
+    assert r.returncode == EXIT_OK, r.stderr[-3000:]
+    truth = site.truth_books()
+    assert workspace_items(ws) == {k: v for k, v in truth.items() if expected(int(v["source_id"]))}
+    assert site.hits(unread) == 0
+
+
+def test_alternate_urls_are_taken_only_when_asked(sitemap_site, tmp_path):
+    site = sitemap_site()
+    text = SITEMAP_SPEC.replace(
+        "    format: sitemap\n", "    format: sitemap\n    sitemap: {{alternate: true}}\n"
+    )
+    spec = _spec(tmp_path, text, site)
+    ws = tmp_path / "ws"
+    r = _crawl(spec, ws)
+    assert r.returncode == EXIT_OK, r.stderr[-3000:]
+    german = {
+        "dedupe_key": "books:2-de",
+        "source_type": "books",
+        "source_id": "2-de",
+        "title": "Book 2",
+        "price": 2.5,
+    }
+    assert workspace_items(ws) == {**site.truth_books(), "books:2-de": german}
 
 
 def test_follow_rules_deny_and_max_depth(sitemap_site, tmp_path):

@@ -94,7 +94,9 @@ class SitemapReader:
             locs = sitemap_urls_from_robots(response.body, base_url=response.url)
             for n, url in enumerate(locs, 1):
                 _count(n, "the Sitemap: lines of a robots.txt")
-                if self._nested(url):
+                # every one: `sitemap.follow` chooses among an index's entries only, as
+                # Scrapy's sitemap_follow does
+                if self.admit(url):
                     out.append(Found(self.name, url, nested=True))
             return out
         body = sitemap_body(response, max_bytes)
@@ -113,7 +115,7 @@ class SitemapReader:
                 _count(n, what)
                 url = urljoin(response.url, loc.strip())
                 if index:
-                    if self._nested(url):
+                    if self._wanted(url) and self.admit(url):
                         out.append(Found(self.name, url, nested=True))
                     continue
                 for rule in self.rules:
@@ -123,10 +125,9 @@ class SitemapReader:
                         break
         return out
 
-    def _nested(self, url: str) -> bool:
-        if self.follow and not any(p.search(url) for p in self.follow):
-            return False
-        return self.admit(url)
+    def _wanted(self, url: str) -> bool:
+        """Whether an index entry is read (``sitemap.follow``)."""
+        return not self.follow or any(p.search(url) for p in self.follow)
 
 
 def sitemap_body(response: Response, max_bytes: int) -> bytes:

@@ -403,8 +403,8 @@ class SubtabSpec(_Strict):
 class SitemapOptions(_Strict):
     """How a page kind with ``format: sitemap`` reads its sitemaps (discovery.py)."""
 
-    # regexes over a nested sitemap's URL (an index's entry, a robots.txt line): only
-    # those matching one are read; empty: every one
+    # regexes over the URL of a sitemap index's entry: only those matching one are
+    # read; empty: every one (a robots.txt's Sitemap: lines are all read)
     follow: tuple[str, ...] = ()
     alternate: bool = False  # also the <xhtml:link rel="alternate"> URLs of an entry
     # entries whose <lastmod> is before this date are skipped (no lastmod: kept)
