@@ -349,3 +349,34 @@ pages:
     assert "sitemap page kind" in _at(out, where, 8)  # each
     assert "without follow rules" in _at(out, where, 6)
     assert "not a sitemap" in _at(out, where, 11)  # sitemap: on an html kind
+
+
+def test_the_sitemap_template_crawls_a_shop(sitemap_site, tmp_path):
+    """`framework new --template sitemap` as written, only the start URL given: robots.txt,
+    its two sitemaps (the books' index is read, its entries match no rule), the products,
+    and their related products up to the template's max_depth."""
+    site = sitemap_site(shop=True)
+    (tmp_path / "projects").mkdir()
+    new = subprocess.run(
+        [*CLI, "new", "shop", "--template", "sitemap", "--start-url", f"{site.url}/robots.txt"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        cwd=tmp_path,
+    )
+    assert new.returncode == EXIT_OK, new.stderr
+    ws = tmp_path / "ws"
+    r = subprocess.run(
+        [*CLI, "crawl", "shop", "--workspace", str(ws), "-L", "WARNING"],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+        cwd=tmp_path,
+    )
+    assert r.returncode == EXIT_OK, r.stderr[-3000:]
+    assert workspace_items(ws) == site.truth_products()
+    assert site.hits("/product/p1-rel2") == 0  # depth 3
+    assert site.hits("/product/p1/print") == 0
+    assert site.hits("/book/1") == 0
