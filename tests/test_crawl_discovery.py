@@ -330,6 +330,7 @@ name: bad2
 source_type: bad
 start_urls: ["http://example.org/sitemap.xml"]
 start: sitemaps
+render: playwright
 pages:
   sitemaps:
     format: sitemap
@@ -346,9 +347,10 @@ pages:
     assert r.returncode == EXIT_USAGE, r.stdout + r.stderr
     out = r.stdout + r.stderr
     where = str(spec)
-    assert "sitemap page kind" in _at(out, where, 8)  # each
-    assert "without follow rules" in _at(out, where, 6)
-    assert "not a sitemap" in _at(out, where, 11)  # sitemap: on an html kind
+    assert "sitemap page kind" in _at(out, where, 9)  # each
+    assert "without follow rules" in _at(out, where, 7)
+    assert "renders with `render: playwright`" in _at(out, where, 7)
+    assert "not a sitemap" in _at(out, where, 12)  # sitemap: on an html kind
 
 
 def test_the_sitemap_template_crawls_a_shop(sitemap_site, tmp_path):

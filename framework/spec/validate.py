@@ -1148,6 +1148,15 @@ class _Checker:
                 )
         if kind.render is not None and kind.render.value != "http":
             self.add((*path, "render"), "a sitemap is not rendered", "`render: http`")
+        elif kind.render is None and self.spec.render.value != "http":
+            # a browser would wrap the XML (or the gzip bytes) in a page of its own
+            self.add(
+                path,
+                f"a sitemap is not rendered, and this job renders with `render: "
+                f"{self.spec.render.value}`",
+                "`render: http` on this page kind",
+                key=True,
+            )
         if not kind.follow:
             self.add(
                 path,
