@@ -47,9 +47,27 @@ _SOURCES: dict[str, dict[str, Any]] = {
     "count": {**_ONE_OR_MANY, "description": "number of elements a selector matches"},
     "embedded": {
         "type": "object",
-        "description": "JSON inside the page: a regex whose group holds it, then a path",
-        "properties": {"re": {"type": "string"}, "path": {"type": "string", "default": "$"}},
-        "required": ["re"],
+        "description": "JSON or a JavaScript literal in the page (a script by selector, "
+        "the assignment to a var, or a regex's group), then a JSON path",
+        "properties": {
+            "script": {"type": "string"},
+            "var": {"type": "string"},
+            "re": {"type": "string"},
+            "path": {"type": "string", "default": "$"},
+        },
+        "anyOf": [{"required": ["script"]}, {"required": ["var"]}, {"required": ["re"]}],
+        "additionalProperties": False,
+    },
+    "pairs": {
+        "type": "object",
+        "description": "a definition list or two-column table as one mapping: each pair "
+        "element, its key and its value (default: its first and last cell)",
+        "properties": {
+            "each": {"type": "string"},
+            "key": {"type": "string"},
+            "value": {"type": "string"},
+        },
+        "required": ["each"],
         "additionalProperties": False,
     },
     "const": {"description": "a constant value"},
