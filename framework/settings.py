@@ -69,6 +69,18 @@ def default_settings(job: str) -> dict[str, Any]:
             "framework.crawl.politeness.RetryAfterMiddleware": 560,
             # one log line instead of a traceback for an unreachable robots.txt
             "framework.crawl.politeness.RobotsTxtFailures": 555,
+            # the spec's `login:`: waits out a login in flight before the cookie
+            # middleware (700) attaches the session, and sees a response after the
+            # redirect (600) and decompression (590) middlewares: a redirect to the
+            # login page is its final URL, a selector reads the plain body
+            "framework.crawl.session.SessionMiddleware": 585,
+            "framework.crawl.session.SessionRedirectMiddleware": 650,  # before 600
+            # Scrapy's, with the bundled public-suffix list (no request to the internet)
+            "scrapy.downloadermiddlewares.cookies.CookiesMiddleware": None,
+            "framework.crawl.session.OfflineCookiesMiddleware": 700,
+            # the spec's `cookies:`, after the jar's (the cookie middleware rebuilds
+            # the header on every hop)
+            "framework.crawl.session.ExtraCookiesMiddleware": 710,
         },
         # Safety: only http(s) is ever fetched. Scrapy's other handlers would read local
         # files (file:///etc/passwd, /dev/zero), data: URLs, FTP and S3 for any page

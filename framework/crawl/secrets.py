@@ -1,8 +1,9 @@
 """Credentials of a crawl: ``{env:NAME}`` references, resolved late, masked everywhere.
 
 A spec names its credentials only as environment-variable references, ``{env:NAME}``,
-in its start URLs, sub-tab URL and body templates and its ``headers:``. Rows store them
-unresolved. This module owns the two directions:
+in its start URLs, sub-tab URL and body templates, its job and page-kind ``headers:`` and
+``cookies:`` and its ``login:``. Rows store them unresolved. This module owns the two
+directions:
 
 * **resolve**: :meth:`Secrets.resolve` turns a row (URL, body) and the job's headers
   into what is sent, at the moment the spider builds the Scrapy request. A variable
@@ -54,9 +55,15 @@ def spec_env_names(spec: JobSpec) -> list[str]:
     names: list[str] = []
     for url in spec.start_urls:
         names.extend(env_names(url))
-    for value in spec.headers.values():
+    for value in [*spec.headers.values(), *spec.cookies.values()]:
         names.extend(env_names(value))
+    if spec.login is not None:
+        names.extend(env_names(spec.login.url))
+        for text in [*spec.login.fields.values(), *_strings(spec.login.json_body)]:
+            names.extend(env_names(text))
     for kind in spec.page_kinds().values():
+        for value in [*kind.headers.values(), *kind.cookies.values()]:
+            names.extend(env_names(value))
         for tab in kind.subtabs.values():
             names.extend(Template(tab.url).env)
             if tab.body is not None:
@@ -87,9 +94,18 @@ class Secrets:
         values: Mapping[str, str],
         headers: Mapping[str, str] | None = None,
         tab_urls: Mapping[str, Iterable[str]] | None = None,
+        *,
+        kind_headers: Mapping[str, Mapping[str, str]] | None = None,
+        cookies: Mapping[str, str] | None = None,
+        kind_cookies: Mapping[str, Mapping[str, str]] | None = None,
     ) -> None:
         self.values = dict(values)
         self._headers = dict(headers or {})  # the job's headers, unresolved
+        # page kind -> its own headers and cookies (over the job's), unresolved; a
+        # sub-tab row ("detail.rulings") is sent with its page kind's
+        self._kind_headers = {k: dict(v) for k, v in (kind_headers or {}).items() if v}
+        self._cookies = dict(cookies or {})
+        self._kind_cookies = {k: dict(v) for k, v in (kind_cookies or {}).items() if v}
         # sub-tab row kind -> the names its URL template refers to (the only ones its
         # rows may carry; any other came with the page URL it was joined to)
         self._tab_urls = {k: frozenset(v) for k, v in (tab_urls or {}).items()}
@@ -104,8 +120,23 @@ class Secrets:
                 json.dumps(value)[1:-1],  # a JSON body (ASCII-escaped)
             ):
                 forms.setdefault(form, placeholder)
+        self._mask_forms(forms)
+
+    def _mask_forms(self, forms: dict[str, str]) -> None:
         # Longest first: a value that contains another is replaced whole.
         self._forms = sorted(forms.items(), key=lambda kv: -len(kv[0]))
+
+    def add_mask(self, label: str, value: str) -> None:
+        """Mask ``value`` too from now on, as ``{label}``: a value the crawl learnt (a
+        session cookie, a login form's token), never one the spec names. Too short a
+        value is left alone (it would mask ordinary text)."""
+        if len(value) < MIN_SECRET_CHARS:
+            return
+        forms = dict(self._forms)
+        placeholder = "{" + label + "}"
+        for form in (value, quote(value, safe=""), quote_plus(value), json.dumps(value)[1:-1]):
+            forms.setdefault(form, placeholder)
+        self._mask_forms(forms)
 
     @classmethod
     def from_spec(
@@ -136,7 +167,15 @@ class Secrets:
             for kind, page in spec.page_kinds().items()
             for tname, tab in page.subtabs.items()
         }
-        return cls(values, spec.headers, tab_urls)
+        kinds = spec.page_kinds()
+        return cls(
+            values,
+            spec.headers,
+            tab_urls,
+            kind_headers={k: page.headers for k, page in kinds.items()},
+            cookies=spec.cookies,
+            kind_cookies={k: page.cookies for k, page in kinds.items()},
+        )
 
     # ------------------------------------------------------------------ resolve
     def resolve(
@@ -156,12 +195,24 @@ class Secrets:
             else:
                 text = ENV_REF.sub(lambda m: self._value(m, quote_as="text"), text)
             body = text.encode("utf-8")
+        page_kind = row.kind.partition(".")[0]
         out = {
-            k: ENV_REF.sub(lambda m: self._value(m, quote_as="text"), v)
-            for k, v in self._headers.items()
+            k: self.resolve_text(v)
+            for k, v in {**self._headers, **self._kind_headers.get(page_kind, {})}.items()
         }
         out.update(headers)
         return url, body, out
+
+    def resolve_text(self, text: str, *, quote_as: str = "text") -> str:
+        """``text`` with the spec's references resolved (``quote_as``: text, url, form
+        or json, how the value is written where it goes)."""
+        return ENV_REF.sub(lambda m: self._value(m, quote_as=quote_as), text)
+
+    def cookies_for(self, kind: str | None) -> dict[str, str]:
+        """The cookies the spec adds to a request of ``kind`` (None: the job's only, as
+        for a login), resolved; a sub-tab row kind is sent with its page kind's."""
+        own = self._kind_cookies.get(kind.partition(".")[0], {}) if kind else {}
+        return {k: self.resolve_text(v) for k, v in {**self._cookies, **own}.items()}
 
     def _value(self, m: re.Match[str], *, quote_as: str) -> str:
         value = self.values.get(m.group(1))

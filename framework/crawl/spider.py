@@ -18,6 +18,7 @@ import scrapy
 from scrapy import signals
 from scrapy.exceptions import CloseSpider
 from scrapy.http import Request
+from scrapy.utils.defer import deferred_from_coro
 
 from framework.crawl.blocking import MIDDLEWARE, MIDDLEWARE_ORDER, Slots
 from framework.crawl.page import CompiledJob, job_domains
@@ -25,6 +26,7 @@ from framework.crawl.politeness import Abandoned
 from framework.crawl.runtime import REASON_FINISHED, CrawlRuntime, Handled
 from framework.crawl.safety import shown
 from framework.crawl.secrets import Secrets
+from framework.crawl.session import REASON_LOGIN_FAILED, Session
 from framework.errors import UsageError
 from framework.extract.patterns import Limits
 from framework.plugins import RequestMeta, load_renderer
@@ -59,6 +61,7 @@ class JobSpider(scrapy.Spider):
     # row kind -> meta of a rendered request; None when the job renders nothing
     render_meta: ClassVar[RequestMeta | None] = None
     runtime: CrawlRuntime
+    session: Session | None = None  # the spec's `login:` (crawl/session.py)
     close_reason: str | None = None
     # FRAMEWORK_PARSE_ONLY (`scrapy parse`, `framework preview`): extract, commit nothing
     parse_only: bool = False
@@ -93,6 +96,18 @@ class JobSpider(scrapy.Spider):
             fresh=None if fresh is None else str(fresh).lower() not in ("0", "", "false", "no"),
         )
         crawler.signals.connect(spider._on_closed, signal=signals.spider_closed)
+        login = cls.spec.login
+        if login is not None:
+            spider.session = Session(
+                login,
+                start_url=cls.spec.start_urls[0],
+                secrets=cls.secrets,
+                headers=cls.spec.headers,
+                crawler=crawler,
+                event=spider.runtime.event,
+                stop=spider._stop_for_session,
+                masks=[spider.runtime.secrets],
+            )
         return spider
 
     def _on_refused(self, url: str, why: str) -> None:
@@ -118,11 +133,24 @@ class JobSpider(scrapy.Spider):
             for url in self.spec.start_urls:
                 yield self.parse_request(self.compiled.start_kind, url)
             return
+        # the login comes before any other request, and before any row is touched
+        if self.session is not None and not await self.session.start():
+            self.runtime.stop_reason = REASON_LOGIN_FAILED
+            raise CloseSpider(REASON_LOGIN_FAILED)
         for row in self.runtime.start_rows():
             request = self._request(row)
             if request is None:
                 break  # --max-requests reached: the rest stay pending for the next run
             yield request
+
+    def _stop_for_session(self, reason: str) -> None:
+        """A session lost mid-crawl (a login that failed, logins that kept expiring):
+        stop now; the requests waiting for it are dropped unsent, their rows pending."""
+        if self.runtime.stop_reason is None:
+            self.runtime.stop_reason = reason
+        engine = self.crawler.engine
+        if engine is not None and engine.spider is not None:
+            deferred_from_coro(engine.close_spider_async(reason=reason))
 
     def _request(self, row: Row) -> Request | None:
         if not self.runtime.may_issue():

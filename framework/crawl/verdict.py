@@ -41,6 +41,9 @@ HALT_REASONS = {
     REASON_DISK_FULL: "the disk is full",
     REASON_BROKEN: "the workspace is damaged",
     "drift": "a field matched only a fallback selector (--halt-on-drift)",
+    # the spec's `login:` (crawl/session.py); the line before names what went wrong
+    "login_failed": "the login failed (the error above says why)",
+    "session_lost": "the session kept expiring right after each login (max_relogins)",
 }
 
 

@@ -1,0 +1,464 @@
+"""A job's `login:` and session, through the real CLI against a members-only site
+(tests/fixtures/login_site.py): a CSRF-protected form, a session that expires every
+few pages mid-crawl, a kill -9 and a resume. The credentials, the CSRF tokens and the
+session cookies are then searched for in every file the crawl left behind."""
+
+from __future__ import annotations
+
+import random
+import re
+import signal
+import subprocess
+import time
+from collections.abc import Callable
+from http.client import HTTPConnection
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlencode
+
+import pytest
+
+from framework.workspace import Workspace
+from tests.fixtures.crawl import CLI, events, url_log, workspace_items
+from tests.fixtures.login_site import LoginSite
+
+USER = "reader-7"
+PASSWORD = "pa55 w0rd&secret"  # a space and an & exercise the form encoding
+DETAIL_KEY = "detail-key-42xyz"
+EXIT_USAGE = 2
+EXIT_HALTED = 4
+
+SPEC = """\
+name: members
+source_type: members-demo
+start_urls: ["{url}/records?page=1"]
+login:
+  url: /login
+  form: "form#login"
+  fields:
+    username: "{{env:FW_LOGIN_USER}}"
+    password: "{{env:FW_LOGIN_PASSWORD}}"
+  success: {{css: "a.logout", cookie: sessionid}}
+cookies: {{consent: "all-ok"}}
+list:
+  each: "ul.records li"
+  follow: "a::attr(href)"
+  next: "a.next::attr(href)"
+  cookies: {{view: compact}}
+detail:
+  id: {{css: ".record-id::text", required: true}}
+  headers: {{X-Detail-Key: "{{env:FW_DETAIL_KEY}}"}}
+  fields:
+    title: {{css: "h1::text", required: true}}
+    category: ".category::text"
+    amount: {{css: ".amount::text", type: number}}
+"""
+
+
+@pytest.fixture
+def creds(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FW_LOGIN_USER", USER)
+    monkeypatch.setenv("FW_LOGIN_PASSWORD", PASSWORD)
+    monkeypatch.setenv("FW_DETAIL_KEY", DETAIL_KEY)
+
+
+def write_spec(tmp_path: Path, site: LoginSite, text: str = SPEC) -> Path:
+    spec = tmp_path / "members.yaml"
+    spec.write_text(text.format(url=site.url), encoding="utf-8")
+    return spec
+
+
+def assert_truth(ws: Path, site: LoginSite) -> None:
+    items = workspace_items(ws)
+    got = {i["source_id"]: i for i in items.values()}
+    assert sorted(got) == sorted(site.truth)
+    for rid, want in site.truth.items():
+        item = got[rid]
+        assert item["dedupe_key"] == f"members-demo:{rid}"
+        assert item["title"] == want["title"], rid
+        assert item["category"] == want["category"], rid
+        assert item["amount"] == want["amount"], rid
+
+
+def rows_by_status(ws: Path) -> dict[str, int]:
+    with Workspace.open(ws, create=False, readonly=True) as w:
+        out: dict[str, int] = {}
+        for by in w.store.row_counts().values():
+            for st, n in by.items():
+                out[str(st)] = out.get(str(st), 0) + n
+        return out
+
+
+def secrets_seen(site: LoginSite) -> list[str]:
+    """The password, every CSRF token the site handed out, every session id it set."""
+    found = [PASSWORD, USER, DETAIL_KEY]
+    for r in site.requests_to("/login", "POST"):
+        form = parse_qs(r.body.decode())
+        found.extend(form.get("csrfmiddlewaretoken", []))
+    for r in site.received:
+        found.extend(re.findall(r"sessionid=([^;\s]+)", r.headers.get("cookie", "")))
+    return sorted(set(found))
+
+
+def assert_nowhere(values: list[str], ws: Path, *texts: str) -> None:
+    files = [p for p in ws.rglob("*") if p.is_file()]
+    assert {"state.sqlite", "events.jsonl"} <= {p.name for p in files}
+    blobs = [(p.name, p.read_bytes()) for p in files]
+    blobs += [(f"output {i}", t.encode()) for i, t in enumerate(texts)]
+    for value in values:
+        forms = {value, urlencode({"x": value})[2:]}
+        for form in forms:
+            for name, blob in blobs:
+                assert form.encode() not in blob, (form, name)
+
+
+def crawl(crawl_cli: Callable[..., Any], spec: Path, ws: Path, *extra: str) -> Any:
+    return crawl_cli("crawl", str(spec), "--workspace", str(ws), *extra)
+
+
+def test_the_spec_alone_logs_in_and_crawls_every_record_while_the_session_expires(
+    login_site: Callable[..., LoginSite],
+    tmp_path: Path,
+    crawl_cli: Callable[..., Any],
+    creds: None,
+) -> None:
+    site = login_site(username=USER, password=PASSWORD, records=80, expire_after=15)
+    spec = write_spec(tmp_path, site)
+    ws = tmp_path / "ws"
+    # DEBUG: Scrapy's own lines (requests, redirects, cookies) are searched too
+    r = crawl(crawl_cli, spec, ws, "-L", "DEBUG")
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert_truth(ws, site)
+    # 88 pages at 15 a session: the session expired mid-crawl several times, and each
+    # time the crawl logged in again instead of failing the rows
+    logins = [e for e in events(ws) if e["event"] == "login"]
+    assert site.logins == len(logins) >= 6
+    assert [e["why"] for e in logins][:1] == ["start"]
+    assert {e["why"] for e in logins[1:]} == {"expired"}
+    assert rows_by_status(ws) == {"ok": 88}
+    log = url_log(ws)
+    assert len(log) == 88
+    assert {line["outcome"] for line in log} == {"ok"}
+    assert all(line["attempt"] == 1 for line in log)  # an expired page is no attempt
+    assert not any("/login" in line["url"] or "/login" in (line["final_url"] or "") for line in log)
+    # the login came first; every protected page was asked for with a session
+    first_protected = next(i for i, q in enumerate(site.received) if q.path.startswith("/records"))
+    assert site.received[0].path.startswith("/login") or site.received[0].path == "/robots.txt"
+    assert any(q.path == "/login" and q.method == "POST" for q in site.received[:first_protected])
+    for q in site.requests_to("/records"):
+        assert "sessionid=" in q.headers.get("cookie", ""), q.path
+        assert "consent=all-ok" in q.headers["cookie"]
+        detail = q.path.startswith("/records/")
+        assert (q.headers.get("x-detail-key") == DETAIL_KEY) is detail, q.path
+        assert ("view=compact" in q.headers["cookie"]) is not detail, q.path
+    posts = site.requests_to("/login", "POST")
+    assert all(parse_qs(p.body.decode())["password"] == [PASSWORD] for p in posts)
+    assert_nowhere(secrets_seen(site), ws, r.stdout, r.stderr)
+
+
+def _lines(ws: Path) -> int:
+    try:
+        return (ws / "urls.jsonl").read_bytes().count(b"\n")
+    except FileNotFoundError:
+        return 0
+
+
+@pytest.mark.slow
+def test_kill_9_mid_crawl_and_resume_logs_in_again_and_reaches_the_truth(
+    login_site: Callable[..., LoginSite],
+    tmp_path: Path,
+    crawl_cli: Callable[..., Any],
+    creds: None,
+) -> None:
+    site = login_site(username=USER, password=PASSWORD, records=80, expire_after=12, delay=0.03)
+    spec = write_spec(tmp_path, site)
+    ws = tmp_path / "ws"
+    rng = random.Random(20261130)
+    outputs: list[str] = []
+    landed = 0
+    for _ in range(6):
+        if landed == 2:
+            break
+        before = _lines(ws)
+        proc = subprocess.Popen(
+            [*CLI, "crawl", str(spec), "--workspace", str(ws), "-L", "INFO"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        deadline = time.monotonic() + 60
+        while proc.poll() is None and _lines(ws) < before + 10 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        time.sleep(rng.uniform(0.0, 0.5))
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGKILL)
+            landed += 1
+        out, err = proc.communicate(timeout=60)
+        outputs += [out, err]
+    assert landed == 2
+    assert 0 < len({line["row"] for line in url_log(ws) if line["outcome"] == "ok"}) < 88
+    site.expire_all()  # the old session is gone too: a resume must log in again
+    logins_before = site.logins
+    r = crawl(crawl_cli, spec, ws, "-L", "DEBUG")
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert_truth(ws, site)
+    assert rows_by_status(ws) == {"ok": 88}
+    starts = [e for e in events(ws) if e["event"] == "login" and e["why"] == "start"]
+    assert len(starts) == 3  # each run logged in first, the resume too
+    assert site.logins > logins_before
+    # rows in flight at a kill went back to pending, not to error; none fetched twice ok
+    ok_rows = [line["row"] for line in url_log(ws) if line["outcome"] == "ok"]
+    assert len(ok_rows) == len(set(ok_rows)) == 88
+    assert_nowhere(secrets_seen(site), ws, r.stdout, r.stderr, *outputs)
+
+
+def test_a_wrong_password_stops_before_any_page_with_one_clear_line(
+    login_site: Callable[..., LoginSite],
+    tmp_path: Path,
+    crawl_cli: Callable[..., Any],
+    creds: None,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    site = login_site(username=USER, password="the-right-one")
+    spec = write_spec(tmp_path, site)
+    ws = tmp_path / "ws"
+    r = crawl(crawl_cli, spec, ws)
+    assert r.returncode == EXIT_HALTED, r.stderr[-3000:]
+    errors = [ln for ln in r.stderr.splitlines() if "ERROR: login failed" in ln]
+    assert len(errors) == 1, r.stderr[-3000:]
+    assert "nothing matches 'a.logout'" in errors[0]
+    assert "wrong credentials?" in errors[0]
+    assert r.stderr.strip().splitlines()[-1] == (
+        "error: members: the login failed (the error above says why) (a human must look)"
+    )
+    assert "Traceback" not in r.stderr
+    assert site.requests_to("/records") == []  # no page was asked for
+    assert rows_by_status(ws) == {}  # and no row made or touched
+    assert [e["event"] for e in events(ws)][:1] == ["login_failed"]
+    assert_nowhere([PASSWORD], ws, r.stdout, r.stderr)
+
+    # a resume with the right password logs in and finishes
+    monkeypatch.setenv("FW_LOGIN_PASSWORD", "the-right-one")
+    r = crawl(crawl_cli, spec, ws)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert_truth(ws, site)
+
+
+def test_a_missing_variable_is_a_clear_error_before_any_request(
+    login_site: Callable[..., LoginSite],
+    tmp_path: Path,
+    crawl_cli: Callable[..., Any],
+    creds: None,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    site = login_site(username=USER, password=PASSWORD)
+    spec = write_spec(tmp_path, site)
+    monkeypatch.delenv("FW_LOGIN_PASSWORD")
+    r = crawl(crawl_cli, spec, tmp_path / "ws")
+    assert r.returncode == EXIT_USAGE, r.stderr[-3000:]
+    assert "environment variable FW_LOGIN_PASSWORD is not set" in r.stderr
+    assert "Traceback" not in r.stderr
+    assert site.received == []
+
+
+def test_logins_that_keep_expiring_stop_the_run_instead_of_looping(
+    login_site: Callable[..., LoginSite],
+    tmp_path: Path,
+    crawl_cli: Callable[..., Any],
+    creds: None,
+) -> None:
+    site = login_site(username=USER, password=PASSWORD, expire_after=0)  # dead on arrival
+    spec = write_spec(
+        tmp_path, site, SPEC.replace("  url: /login\n", "  url: /login\n  max_relogins: 2\n")
+    )
+    ws = tmp_path / "ws"
+    r = crawl(crawl_cli, spec, ws)
+    assert r.returncode == EXIT_HALTED, r.stderr[-3000:]
+    assert "session_lost: the session expired 2 times in a row right after a login" in r.stderr
+    assert "the session kept expiring right after each login" in r.stderr.splitlines()[-1]
+    assert site.logins == 3  # the first login and two more, then it stopped
+    assert rows_by_status(ws) == {"pending": 1}  # the start page waits for the next run
+    assert _lines(ws) == 0  # no page was fetched: nothing in the URL log
+
+
+def test_a_json_login(
+    login_site: Callable[..., LoginSite],
+    tmp_path: Path,
+    crawl_cli: Callable[..., Any],
+    creds: None,
+) -> None:
+    site = login_site(username=USER, password=PASSWORD, records=30, expire_after=None)
+    text = SPEC.replace(
+        """  url: /login
+  form: "form#login"
+  fields:
+    username: "{{env:FW_LOGIN_USER}}"
+    password: "{{env:FW_LOGIN_PASSWORD}}"
+  success: {{css: "a.logout", cookie: sessionid}}
+""",
+        """  url: /api/login
+  json: {{username: "{{env:FW_LOGIN_USER}}", password: "{{env:FW_LOGIN_PASSWORD}}"}}
+  success: {{status: 200, cookie: sessionid}}
+""",
+    )
+    assert "/api/login" in text
+    spec = write_spec(tmp_path, site, text)
+    ws = tmp_path / "ws"
+    r = crawl(crawl_cli, spec, ws)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert_truth(ws, site)
+    assert site.logins == 1
+    assert_nowhere(secrets_seen(site), ws, r.stdout, r.stderr)
+
+
+def test_the_fixture_refuses_a_wrong_csrf_token_and_a_wrong_password(
+    login_site: Callable[..., LoginSite],
+) -> None:
+    """The site's checks are real (else the crawl tests could not fail)."""
+    site = login_site(username=USER, password=PASSWORD)
+
+    host, port = site.url.removeprefix("http://").split(":")
+
+    def ask(method: str, body: str = "", cookie: str = "") -> tuple[int, str]:
+        conn = HTTPConnection(host, int(port), timeout=10)
+        headers = {"Content-Type": "application/x-www-form-urlencoded"}
+        if cookie:
+            headers["Cookie"] = f"csrftoken={cookie}"
+        try:
+            conn.request(method, "/login", body=body, headers=headers)
+            resp = conn.getresponse()
+            return resp.status, resp.read().decode()
+        finally:
+            conn.close()
+
+    def post(token: str, cookie: str, password: str) -> tuple[int, str]:
+        form = {"csrfmiddlewaretoken": token, "username": USER, "password": password}
+        return ask("POST", urlencode(form), cookie)
+
+    token = re.search(r'name="csrfmiddlewaretoken" value="(\w+)"', ask("GET")[1])
+    assert token is not None
+    assert post("0" * 32, "0" * 32, PASSWORD)[0] == 403  # a token the site never gave
+    assert post(token[1], "f" * 32, PASSWORD)[0] == 403  # not the cookie's
+    status, page = post(token[1], token[1], "wrong")
+    assert status == 200
+    assert "wrong username or password" in page
+    assert site.logins == 0
+    assert post(token[1], token[1], PASSWORD)[0] == 302  # to the account page
+    assert site.logins == 1
+
+
+def test_the_login_form_template_crawls_the_members_site(
+    login_site: Callable[..., LoginSite],
+    tmp_path: Path,
+    crawl_cli: Callable[..., Any],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`framework new --template login-form` as written, only the start URL given."""
+    site = login_site(username=USER, password=PASSWORD, records=20, expire_after=8)
+    (tmp_path / "projects").mkdir()
+    r = crawl_cli(
+        "new",
+        "members",
+        "--template",
+        "login-form",
+        "--start-url",
+        site.url + "/records",
+        cwd=tmp_path,
+    )
+    assert r.returncode == 0, r.stderr
+    monkeypatch.setenv("SITE_USER", USER)
+    monkeypatch.setenv("SITE_PASSWORD", PASSWORD)
+    ws = tmp_path / "ws"
+    job = tmp_path / "projects" / "members" / "job.yaml"
+    r = crawl(crawl_cli, job, ws, "-s", "DOWNLOAD_DELAY=0")
+    assert r.returncode == 0, r.stderr[-3000:]
+    items = {i["source_id"]: i for i in workspace_items(ws).values()}
+    assert {k: (v["title"], v["amount"]) for k, v in items.items()} == {
+        k: (v["title"], v["amount"]) for k, v in site.truth.items()
+    }
+    assert site.logins >= 3  # 22 pages at 8 a session
+    assert_nowhere(secrets_seen(site), ws, r.stdout, r.stderr)
+
+
+def test_validate_refuses_what_a_login_cannot_run_with(tmp_path: Path) -> None:
+    spec = tmp_path / "job.yaml"
+    spec.write_text(
+        """\
+name: x
+source_type: x
+start_urls: ["http://a.example/records"]
+cookies: {consent: "ok; admin=1", session: abc123}
+login:
+  url: http://elsewhere.example/login
+  form: "form#login["
+  fields: {username: "{env:SITE_USER}", password: hunter22}
+  success: {css: "a.logout"}
+  expired: {url: "("}
+list:
+  each: li
+  follow: "a::attr(href)"
+  headers: {X-Api-Key: literal-key}
+detail:
+  id: ".id::text"
+  cookies: {"bad name": x}
+settings: {COOKIES_ENABLED: false}
+""",
+        encoding="utf-8",
+    )
+    from framework.errors import SpecError
+    from framework.spec import load_spec
+
+    with pytest.raises(SpecError) as err:
+        load_spec(spec)
+    got = [f"{p.line}: {p.what}" for p in err.value.problems]
+    assert got == [
+        "4: cookie 'consent' has a character a cookie value cannot carry",
+        "4: a literal credential in cookie 'session' (it would be stored and shared)",
+        "6: login URL host 'elsewhere.example' is not one the job may request",
+        "7: invalid CSS selector 'form#login[': Expected ident or '*', got <EOF at 11>",
+        "8: a literal credential in login field 'password' (it would be stored and shared)",
+        "10: invalid regex '(': missing ), unterminated subpattern at position 0",
+        "14: a literal credential in header 'X-Api-Key' (it would be stored and shared)",
+        "17: cookie name 'bad name'",
+        "18: COOKIES_ENABLED: false with a `login:` (the session is a cookie)",
+    ]
+    # both ways at once, or neither
+    spec.write_text(
+        "name: x\nsource_type: x\nstart_urls: ['http://a.example/']\n"
+        "login: {url: /login, form: form, json: {a: b}}\ndetail: {id: h1}\n",
+        encoding="utf-8",
+    )
+    with pytest.raises(SpecError) as err:
+        load_spec(spec)
+    assert "exactly one of `form` (a selector) or `json`" in str(err.value)
+
+
+def test_a_login_refused_mid_crawl_stops_with_the_unfetched_rows_pending(
+    login_site: Callable[..., LoginSite],
+    tmp_path: Path,
+    crawl_cli: Callable[..., Any],
+    creds: None,
+) -> None:
+    # the account is locked after two logins: the third (a re-login) is refused
+    site = login_site(username=USER, password=PASSWORD, expire_after=10, max_logins=2)
+    spec = write_spec(tmp_path, site)
+    ws = tmp_path / "ws"
+    r = crawl(crawl_cli, spec, ws)
+    assert r.returncode == EXIT_HALTED, r.stderr[-3000:]
+    assert "ERROR: login failed: nothing matches 'a.logout'" in r.stderr
+    assert (
+        r.stderr.strip()
+        .splitlines()[-1]
+        .endswith("the login failed (the error above says why) (a human must look)")
+    )
+    rows = rows_by_status(ws)
+    assert "error" not in rows  # the pages that met the expired session are not errors
+    assert rows["pending"] > 0
+    assert 0 < rows["ok"] <= 20  # two sessions of ten pages
+    assert {line["outcome"] for line in url_log(ws)} == {"ok"}
+    assert [e["event"] for e in events(ws)].count("login_failed") == 1
+    # the account unlocked: the next run logs in and finishes the rest
+    site.max_logins = None
+    r = crawl(crawl_cli, spec, ws)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert_truth(ws, site)
