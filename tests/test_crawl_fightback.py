@@ -188,6 +188,22 @@ def test_a_redirect_to_a_captcha_stops_and_a_killed_resume_still_reaches_the_tru
     assert len(ok_rows) == len(set(ok_rows))
 
 
+def test_a_redirect_to_an_off_site_captcha_is_a_soft_ban_not_an_offsite_error(
+    blocking_site, tmp_path
+):
+    site: BlockingSite = blocking_site(ban_after=6, ban="offsite")
+    spec = write_spec(tmp_path, site.url, job='blocked: {url: "/captcha$", name: captcha}\n')
+    ws = tmp_path / "ws"
+    result = crawl(spec, ws)
+    assert result.returncode == EXIT_CHECKPOINT, result.stderr[-3000:]
+    blocked = [e for e in events(ws) if e["event"] == "blocked"]
+    assert len(blocked) == 1
+    assert blocked[0]["matched_url"].startswith("http://localhost:")
+    assert not any(v.get("error") for v in row_states(ws).values())
+    assert site.seen["captcha"].requests == 0  # refused, never fetched
+    assert_only_truth(ws)
+
+
 def test_a_status_rule_counts_too(blocking_site, tmp_path):
     site: BlockingSite = blocking_site(ban_after=4, ban="status")
     spec = write_spec(tmp_path, site.url, job="blocked: {status: [403, 429]}\n")

@@ -201,7 +201,7 @@ class Block:
 
     rule: str  # the rule's name, or its conditions
     url: str  # the response's (final) URL, or the redirect's target
-    status: int
+    status: int | None  # None: a refused redirect, no answer came back
 
 
 class _Rule:
@@ -285,6 +285,16 @@ class Detector:
             where = rule.matches(response, sel)
             if where is not None:
                 return Block(rule=rule.label, url=where, status=response.status)
+        return None
+
+    def check_refused(self, kind: str, target: str) -> Block | None:
+        """A redirect the crawl refused to follow (off-site: a captcha service on its
+        own host): only rules that judge the URL alone (``url``, no selector, no
+        status) can tell, since no page came back."""
+        for rule in self.rules.get(kind, self.job):
+            only_url = rule.spec.css is None and rule.spec.xpath is None and not rule.status
+            if rule.url is not None and only_url and rule.url.search(target):
+                return Block(rule=rule.label, url=target, status=None)
         return None
 
 

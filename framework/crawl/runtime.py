@@ -380,22 +380,39 @@ class CrawlRuntime:
 
     def _soft_ban(self, row: Row, response: Response) -> Handled | None:
         """A page that matches a ``blocked:`` rule is not committed: the row stays
-        pending with its attempts untouched, and the crawl stops as a checkpoint. The
-        request is still logged (outcome ``blocked``, no attempt), and the first match
-        of the run is an event and a warning naming the URL and the rule."""
+        pending with its attempts untouched, and the crawl stops as a checkpoint."""
         if not self.blocker:
             return None
         block = self.blocker.check(row.kind, response)
         if block is None:
             return None
+        return self._blocked_stop(row, block, response.url, response.status, len(response.body))
+
+    def _soft_ban_refused(self, row: Row, failure: Failure) -> Handled | None:
+        """The same for a redirect the crawl refused to follow (an off-site captcha)."""
+        request = getattr(failure, "request", None)
+        if not self.blocker or request is None or not request.meta.get("redirect_urls"):
+            return None
+        if getattr(failure.value, "error_kind", None) is not ErrorKind.OFFSITE:
+            return None
+        block = self.blocker.check_refused(row.kind, request.url)
+        if block is None:
+            return None
+        return self._blocked_stop(row, block, request.url, None, 0)
+
+    def _blocked_stop(
+        self, row: Row, block: Block, final_url: str, status: int | None, size: int
+    ) -> Handled:
+        """The request is still logged (outcome ``blocked``, no attempt), and the first
+        match of the run is an event and a warning naming the URL and the rule."""
         self.ws.urls.append(
             {
                 "time": utc_now(),
                 "method": row.method,
                 "url": redact_url(row.url),
-                "final_url": redact_url(response.url),
-                "status": response.status,
-                "bytes": len(response.body),
+                "final_url": redact_url(final_url),
+                "status": status,
+                "bytes": size,
                 "outcome": REASON_BLOCKED,
                 "row": row.id,
                 "kind": row.kind,
@@ -411,7 +428,7 @@ class CrawlRuntime:
                 kind=row.kind,
                 url=redact_url(row.url),
                 matched_url=redact_url(block.url),
-                status=block.status,
+                status=status,
                 rule=block.rule,
             )
             logger.warning(
@@ -419,7 +436,7 @@ class CrawlRuntime:
                 "pending, nothing of the page is stored (run again once the site lets "
                 "the crawler in)",
                 redact_url(row.url),
-                redact_url(block.url) if block.url != row.url else f"HTTP {block.status}",
+                redact_url(block.url) if block.url != row.url else f"HTTP {status}",
                 block.rule,
             )
         return Handled(stop=REASON_BLOCKED)
@@ -497,6 +514,9 @@ class CrawlRuntime:
         )
 
     def on_failure(self, row: Row, failure: Failure) -> Handled:
+        banned = self._soft_ban_refused(row, failure)
+        if banned is not None:
+            return banned
         kind, detail = classify_failure(failure)
         host = urlsplit(row.url).netloc
         outcome = Outcome(
