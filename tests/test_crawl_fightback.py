@@ -9,7 +9,6 @@ requests in flight and their arrival times on the server's side.
 
 from __future__ import annotations
 
-import itertools
 import json
 import random
 import signal
@@ -163,6 +162,7 @@ def test_a_redirect_to_a_captcha_stops_and_a_killed_resume_still_reaches_the_tru
     assert blocked[0]["matched_url"] == f"{site.url}/captcha"
 
     site.lift()
+    site.delay = 0.2  # slow enough that the kill lands mid-run
     # a kill -9 once the resumed crawl is fetching: nothing is lost or stored twice
     proc = subprocess.Popen(
         [*CLI, "crawl", str(spec), "--workspace", str(ws), "-s", "CONCURRENT_REQUESTS=4"],
@@ -255,11 +255,6 @@ def test_detector_rules_combine_their_conditions_and_name_themselves() -> None:
 
 
 # ------------------------------------------------------------------ rate limits
-def _gaps(arrivals: list[float]) -> list[float]:
-    times = sorted(arrivals)
-    return [b - a for a, b in itertools.pairwise(times)]
-
-
 def test_a_kinds_concurrency_is_what_the_site_sees(blocking_site, tmp_path):
     site: BlockingSite = blocking_site(delay=0.15)
     spec = write_spec(tmp_path, site.url, detail="  rate: {concurrency: 2}\n")
@@ -285,8 +280,11 @@ def test_a_kinds_rate_per_second_spaces_its_requests(blocking_site, tmp_path):
     arrivals = site.details.arrivals  # a redirect's next hop waits at the gate too
     assert len(arrivals) == ITEMS + ITEMS // 5
     interval = 1 / per_second
-    # generous slack: a request may reach the server late, never early by much
-    assert min(_gaps(arrivals)) >= 0.5 * interval, _gaps(arrivals)
+    # generous slack: one request reaching the server late shortens one gap; any five
+    # starts in a row still span at least most of four intervals
+    times = sorted(arrivals)
+    spans = [b - a for a, b in zip(times, times[4:], strict=False)]
+    assert min(spans) >= 0.6 * 4 * interval, spans
     # counted over the whole run: never more than the rate allows
     span = max(arrivals) - min(arrivals)
     assert span >= 0.8 * (len(arrivals) - 1) * interval, span
