@@ -101,9 +101,13 @@ def secrets_seen(site: LoginSite) -> list[str]:
 
 
 def assert_nowhere(values: list[str], ws: Path, *texts: str) -> None:
+    """No form of any value in a file of the workspace, in a stored page (they are
+    compressed in the file: read back whole) or in the crawl's output."""
     files = [p for p in ws.rglob("*") if p.is_file()]
     assert {"state.sqlite", "events.jsonl"} <= {p.name for p in files}
     blobs = [(p.name, p.read_bytes()) for p in files]
+    with Workspace.open(ws, create=False, readonly=True) as w:
+        blobs += [(f"stored {r.url}", s.body) for r, s in w.store.iter_responses()]
     blobs += [(f"output {i}", t.encode()) for i, t in enumerate(texts)]
     for value in values:
         forms = {value, urlencode({"x": value})[2:]}
@@ -154,6 +158,13 @@ def test_the_spec_alone_logs_in_and_crawls_every_record_while_the_session_expire
     posts = site.requests_to("/login", "POST")
     assert all(parse_qs(p.body.decode())["password"] == [PASSWORD] for p in posts)
     assert_nowhere(secrets_seen(site), ws, r.stdout, r.stderr)
+    # the pages kept for reparse had the token and the session id: masked, not dropped
+    with Workspace.open(ws, create=False, readonly=True) as w:
+        stored = [s.body for _, s in w.store.iter_responses()]
+    assert len(stored) == 88
+    for body in stored:
+        assert b'value="{login:csrfmiddlewaretoken}"' in body
+        assert b'data-session="{cookie:sessionid}"' in body
 
 
 def _lines(ws: Path) -> int:
