@@ -412,6 +412,9 @@ pages:
     id: {{url: '/(\\w+/page/\\d+)/$'}}
     fields:
       title: "title::text"
+      # a field from a script found by selector (the md page has none: null)
+      site:
+        embedded: {{script: 'script[type="application/ld+json"]', path: "$['@graph'][0].name"}}
       quotes:
         each: {{jsonld: Quote}}
         fields:
@@ -458,6 +461,7 @@ def test_nested_groups_and_a_sub_tab_take_their_rows_from_data_in_the_page(
             "source_type": "pages",
             "source_id": "ld/page/2",
             "title": "Quotes",
+            "site": "Quotes to Scrape",
             "quotes": rows(2),  # the JSON-LD page has no microdata
             "items": [],
             "js": tab(2),
@@ -467,6 +471,7 @@ def test_nested_groups_and_a_sub_tab_take_their_rows_from_data_in_the_page(
             "source_type": "pages",
             "source_id": "md/page/3",
             "title": "Quotes",
+            "site": None,
             "quotes": [],
             "items": rows(3),
             "js": tab(3),
