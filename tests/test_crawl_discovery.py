@@ -370,7 +370,7 @@ def test_the_sitemap_template_crawls_a_shop(sitemap_site, tmp_path):
     assert new.returncode == EXIT_OK, new.stderr
     ws = tmp_path / "ws"
     r = subprocess.run(
-        [*CLI, "crawl", "shop", "--workspace", str(ws), "-L", "WARNING"],
+        [*CLI, "crawl", "shop", "--workspace", str(ws), "-L", "INFO"],
         capture_output=True,
         text=True,
         timeout=240,
@@ -382,3 +382,7 @@ def test_the_sitemap_template_crawls_a_shop(sitemap_site, tmp_path):
     assert site.hits("/product/p1-rel2") == 0  # depth 3
     assert site.hits("/product/p1/print") == 0
     assert site.hits("/book/1") == 0
+    # the books' sitemaps hold no product: said once, naming the kind
+    told = [x for x in r.stderr.splitlines() if "matched a follow rule of 'sitemaps'" in x]
+    assert len(told) == 1, told
+    assert "/sitemaps/books-" in told[0]

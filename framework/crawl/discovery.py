@@ -24,6 +24,7 @@ across runs).
 
 from __future__ import annotations
 
+import logging
 import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -39,12 +40,15 @@ from scrapy.utils._compression import _DecompressionMaxSizeExceeded
 from scrapy.utils.gz import gunzip, gzip_magic_number
 from scrapy.utils.sitemap import Sitemap, sitemap_urls_from_robots
 
+from framework.crawl.safety import shown
 from framework.extract.patterns import SafeRegex, budget
 
 if TYPE_CHECKING:
     from scrapy.http import Response
 
     from framework.spec.models import SitemapOptions
+
+logger = logging.getLogger(__name__)
 
 # Scrapy's default; the crawl sets the job's DOWNLOAD_MAXSIZE (runtime.from_crawler).
 DEFAULT_MAX_BYTES = 32 * 1024 * 1024
@@ -86,6 +90,7 @@ class SitemapReader:
         self.follow = [SafeRegex(p) for p in options.follow] if options else []
         self.alternate = options.alternate if options else False
         self.since = options.modified_since if options else None
+        self._told_unmatched = False
 
     def links(self, response: Response, depth: int, max_bytes: int) -> list[Found]:
         """The rows this document names, each admitted by the guard."""
@@ -104,6 +109,7 @@ class SitemapReader:
         index = doc.type == "sitemapindex"
         what = "the entries of a sitemap index" if index else "the entries of a sitemap"
         n = 0
+        unmatched: list[str] = []
         for entry in doc:
             if self.since is not None and _before(entry.get("lastmod", ""), self.since):
                 continue
@@ -123,6 +129,18 @@ class SitemapReader:
                         if self.admit(url):
                             out.append(Found(rule.to, url, nested=False))
                         break
+                else:
+                    unmatched.append(url)
+        if unmatched and len(unmatched) == n and not self._told_unmatched:
+            # a pattern that matches nothing is the usual mistake; said once per kind
+            self._told_unmatched = True
+            logger.info(
+                "no entry of sitemap %s matched a follow rule of %r (%d entries, first: %s)",
+                shown(response.url),
+                self.name,
+                n,
+                shown(unmatched[0]),
+            )
         return out
 
     def _wanted(self, url: str) -> bool:
