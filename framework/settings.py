@@ -26,6 +26,11 @@ FRAMEWORK_SETTINGS: dict[str, Any] = {
     "FRAMEWORK_ERROR_RATE_MAX": 0.5,  # breaker: failed share of the last window ...
     "FRAMEWORK_ERROR_RATE_WINDOW": 50,  # ... attempts (breaker idle until the window fills)
     "FRAMEWORK_FRESH": False,  # forget rows (items stay) and start over
+    # Group commit (framework.crawl.group): the outcomes of the responses that arrive
+    # within this many ms, or this many of them, share one transaction; 0 (either):
+    # one transaction per response. A kill loses only outcomes still waiting.
+    "FRAMEWORK_COMMIT_WINDOW_MS": 50.0,
+    "FRAMEWORK_COMMIT_BATCH": 32,
     # What one page may cost (framework.extract.patterns; docs/operations.md)
     "FRAMEWORK_EXTRACT_TIMEOUT": 10.0,  # CPU seconds of regex work per page, then parse error
     "FRAMEWORK_MAX_MATCHES": 100_000,  # matches one selector or JSON path may make
@@ -58,6 +63,22 @@ def default_settings(job: str) -> dict[str, Any]:
             # off unless FRAMEWORK_PROGRESS is set (framework crawl does): output.py
             "framework.crawl.output.Progress": 0,
         },
+        # Lean jobs: what a YAML job never uses, each back with `-s` (docs/benchmarks.md).
+        # Rows, not request depth, say how far a crawl goes (DEPTH_LIMIT is not a spec
+        # setting; `-s SPIDER_MIDDLEWARES='{"scrapy.spidermiddlewares.depth.
+        # DepthMiddleware": 900}'` brings it back); every status reaches the spider
+        # (HTTPERROR_ALLOW_ALL below), so HttpErrorMiddleware would pass all; the
+        # generated spider builds every request's meta itself, so there is no copied
+        # meta for MetaCopyDetection to warn about.
+        "SPIDER_MIDDLEWARES": {
+            "scrapy.spidermiddlewares.depth.DepthMiddleware": None,
+            "scrapy.spidermiddlewares.httperror.HttpErrorMiddleware": None,
+            "scrapy.spidermiddlewares.metacopy.MetaCopyDetectionMiddleware": None,
+        },
+        # per-request byte and status counters in the final stats (`-s
+        # DOWNLOADER_STATS=True`); the workspace's URL log has each request's status,
+        # size and latency
+        "DOWNLOADER_STATS": False,
         # Retries are row attempts (typed, counted, resumable), not Scrapy's in-memory
         # retries; every status reaches the spider so it becomes a typed row outcome.
         "RETRY_ENABLED": False,
@@ -69,6 +90,12 @@ def default_settings(job: str) -> dict[str, Any]:
             "framework.crawl.politeness.RetryAfterMiddleware": 560,
             # one log line instead of a traceback for an unreachable robots.txt
             "framework.crawl.politeness.RobotsTxtFailures": 555,
+            # Lean jobs (measured in docs/benchmarks.md, "Leaner generated jobs"): a
+            # generated spider has no http_user/http_pass attributes for HttpAuth to
+            # read, and every request is dont_filter with SafetyMiddleware above
+            # checking allowed_domains, so Scrapy's offsite filter only adds a call.
+            "scrapy.downloadermiddlewares.httpauth.HttpAuthMiddleware": None,
+            "scrapy.downloadermiddlewares.offsite.OffsiteMiddleware": None,
             # the spec's `login:`: waits out a login in flight before the cookie
             # middleware (700) attaches the session, and sees a response after the
             # redirect (600) and decompression (590) middlewares: a redirect to the

@@ -80,18 +80,23 @@ class GroupCommit(Generic[E, R]):
         commit: Callable[[Sequence[E]], Sequence[R]],
         window_s: float = WINDOW_MS / 1000,
         batch: int = BATCH,
+        call_later: Callable[[float, Callable[[], Any]], Any] | None = None,
     ) -> None:
         self._commit = commit
+        # (delay, fn) -> a cancellable timer, or None without a running reactor
+        self._call_later = call_later or _call_later
         self.window_s = window_s
         self.batch = batch
         self._waiting: list[Waiting[E, R]] = []
         self._timer: Any = None  # a reactor's DelayedCall
         self._work = False  # a waiting entry holds new work (rows to fetch)
-        # Whether the group may wait for more: the spider answers (requests in flight,
-        # and, when the group holds new work, enough queued for the downloader meanwhile)
-        self.may_wait: Callable[[bool], bool] = lambda work: True
+        # Whether the group may wait for more, given whether it holds new work and how
+        # many entries wait: the spider answers (responses that can still join, and,
+        # when the group holds new work, enough queued for the downloader meanwhile)
+        self.may_wait: Callable[[bool, int], bool] = lambda work, waiting: True
         self.groups = 0  # commits made, for the stats
         self.entries = 0
+        self.flushes: dict[str, int] = {}  # why groups were committed, and how often
 
     def __len__(self) -> int:
         return len(self._waiting)
@@ -105,21 +110,25 @@ class GroupCommit(Generic[E, R]):
         waiting: Waiting[E, R] = Waiting(entry)
         self._waiting.append(waiting)
         self._work = self._work or work
-        full = len(self._waiting) >= self.batch
-        if now or full or self.window_s <= 0 or not self.may_wait(self._work):
-            self.flush()
+        if now:
+            self.flush("now")
+        elif len(self._waiting) >= self.batch or self.window_s <= 0:
+            self.flush("full")
+        elif not self.may_wait(self._work, len(self._waiting)):
+            self.flush("no_wait")
         elif self._timer is None:
-            self._timer = _call_later(self.window_s, self._on_timer)
+            self._timer = self._call_later(self.window_s, self._on_timer)
             if self._timer is None:  # no reactor running: nothing would ever flush
-                self.flush()
+                self.flush("no_reactor")
         return waiting
 
     def _on_timer(self) -> None:
         self._timer = None
-        self.flush()
+        self.flush("window")
 
-    def flush(self) -> None:
-        """Commit every waiting entry now, in one call; tell each its result."""
+    def flush(self, why: str = "asked") -> None:
+        """Commit every waiting entry now, in one call; tell each its result. ``why``
+        is counted (:attr:`flushes`: the crawl's stats say how its groups ended)."""
         if self._timer is not None:
             if self._timer.active():
                 self._timer.cancel()
@@ -136,6 +145,7 @@ class GroupCommit(Generic[E, R]):
             raise
         self.groups += 1
         self.entries += len(group)
+        self.flushes[why] = self.flushes.get(why, 0) + 1
         for w, result in zip(group, results, strict=True):
             w._settle(result, None)
 

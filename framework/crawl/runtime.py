@@ -2,10 +2,19 @@
 
 For every response (or download failure) the runtime builds ONE
 :class:`~framework.workspace.records.Outcome` (the row's status, the rows the page
-discovered, the items it produced, the sub-tab data it carries) and commits it in one
-transaction, then logs the request to ``urls.jsonl``. Only rows that did not exist
-before are scheduled, so nothing is fetched twice; a kill at any instant leaves the
-workspace as it was before or after a whole response.
+discovered, the items it produced, the sub-tab data it carries) and commits it whole,
+then logs the request to ``urls.jsonl``. Only rows that did not exist before are
+scheduled, so nothing is fetched twice; a kill at any instant leaves the workspace as
+it was before or after whole responses.
+
+Group commit (:mod:`framework.crawl.group`): the outcomes of responses that arrive
+within ``FRAMEWORK_COMMIT_WINDOW_MS`` (or ``FRAMEWORK_COMMIT_BATCH`` of them) share one
+transaction. A response's rows to schedule and items to emit are handed back only after
+that commit (the spider's callback waits for it), so a row is ``ok`` only once its
+outcome is committed, a kill loses at most the outcomes still waiting (their rows stay
+``pending`` and are fetched again; the URL log, written after the commit, names every
+committed request), and no item reaches Scrapy's pipelines or feeds before it is
+durable. A stop, a down host and the close commit what waits at once.
 
 The commit happens here, in the response step, rather than in a Scrapy item pipeline:
 a pipeline sees items one at a time after the page's requests have already been
@@ -25,7 +34,7 @@ import math
 import random
 import time
 from collections import Counter, deque
-from collections.abc import Iterator, Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from functools import cache
@@ -39,11 +48,19 @@ from framework.crawl.blocking import REASON_BLOCKED, Block, Detector
 from framework.crawl.changes import ChangeLimits
 from framework.crawl.drift import Drift
 from framework.crawl.findings import FOUND_NOTHING_EVENT, Findings
+from framework.crawl.group import BATCH, WINDOW_MS, GroupCommit
 from framework.crawl.page import CompiledJob, PageError, PageResult, Record
 from framework.crawl.politeness import RETRY_AFTER_MAX, backoff_delay
 from framework.crawl.secrets import Secrets
 from framework.crawl.stopping import stops_on_workspace_fault
 from framework.crawl.verdict import exit_code, row_totals
+from framework.crawl.workers import (
+    BATCH_SETTING,
+    LEASE_SETTING,
+    WORKER_SETTING,
+    Heartbeat,
+    shared_crawl_lock,
+)
 from framework.errors import EXIT_HALTED, EXIT_OK, UsageError, WorkspaceBroken, WorkspaceFull
 from framework.workspace import (
     ErrorKind,
@@ -60,11 +77,14 @@ from framework.workspace import (
 )
 from framework.workspace.fill import EXTRACTION_EVENTS, last_extraction
 from framework.workspace.holds import INVALID, REVIEW
+from framework.workspace.leases import LEASE_SECONDS, Leases
+from framework.workspace.leases import reset as reset_leases
 from framework.workspace.records import CommitResult, HoldWrite, ResponseWrite
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
     from scrapy.http import Response
+    from twisted.internet.defer import Deferred
     from twisted.python.failure import Failure
 
 logger = logging.getLogger(__name__)
@@ -116,6 +136,8 @@ class RunCounters:
     items_review: int = 0  # over a change limit: held as review_required
     fallbacks: int = 0
     responses_stored: int = 0
+    commit_groups: int = 0  # transactions that committed responses' outcomes (group.py)
+    fenced: int = 0  # outcomes refused: the row's lease was taken over (leases.py)
     by_error: dict[str, int] = field(default_factory=dict)
 
 
@@ -128,6 +150,21 @@ class Handled:
     stop: str | None = None  # a close reason, when a stop condition fired
 
 
+@dataclass
+class _Entry:
+    """An outcome waiting for its group's commit, with what the URL log needs of its
+    response (kept instead of the response, whose body is not needed any more)."""
+
+    row: Row
+    outcome: Outcome
+    final_url: str | None
+    status: int | None
+    size: int
+    latency_s: float | None
+    host_down: bool = False
+    stop: str | None = None  # a stop decided before the commit, told after it
+
+
 class CrawlRuntime:
     def __init__(
         self,
@@ -137,6 +174,8 @@ class CrawlRuntime:
         limits: Limits,
         fresh: bool = False,
         rng: random.Random | None = None,
+        commit_window_s: float = 0.0,
+        commit_batch: int = 1,
     ) -> None:
         self.ws = ws
         self.job = job
@@ -166,6 +205,11 @@ class CrawlRuntime:
         self._outage: dict[str, list[int]] = {}
         self.down_hosts: set[str] = set()
         self._stack = ExitStack()
+        # Outcomes of responses that arrive together share one transaction (group.py);
+        # the defaults here (one each) are for tools and tests that build a runtime.
+        self.group: GroupCommit[_Entry, Handled] = GroupCommit(
+            self._commit_group, commit_window_s, commit_batch
+        )
         # found-nothing warnings and fill counts of this run (see findings.py)
         self.findings = Findings(self.event, logger)
         # selector drift: fallbacks that won and fill rates below the last crawl's
@@ -174,6 +218,13 @@ class CrawlRuntime:
         self._stored_bytes = 0  # of responses, against limits.responses_budget
         self.blocker = Detector(self.spec)  # soft bans: see blocking.py
         self.blocked: Block | None = None  # the first page that matched a blocked rule
+        # this process in the workspace's `workers` table; with `claiming` (one of
+        # `--processes N`) it fetches only rows it holds a lease on (leases.py)
+        self.leases: Leases | None = None
+        self.claiming = False
+        self.lease_batch = 0  # rows a claiming worker holds at most
+        self._heartbeat: Any = None
+        self._claimer: Any = None  # a Deferred the claim loop waits on for room
         self._storing = limits.store_responses
         # {env:NAME} values never reach a row, a log file or a log line: see secrets.py
         self.secrets = Secrets.from_spec(self.spec)
@@ -214,9 +265,26 @@ class CrawlRuntime:
             fresh = s.getbool("FRAMEWORK_FRESH", False)
         # what a gzip sitemap may decompress to: the bound of any body (discovery.py)
         job.guard.max_body = s.getint("DOWNLOAD_MAXSIZE", job.guard.max_body)
-        runtime = cls(ws, job, spec_hash, limits, fresh=fresh)
+        runtime = cls(
+            ws,
+            job,
+            spec_hash,
+            limits,
+            fresh=fresh,
+            commit_window_s=s.getfloat("FRAMEWORK_COMMIT_WINDOW_MS", WINDOW_MS) / 1000,
+            commit_batch=s.getint("FRAMEWORK_COMMIT_BATCH", BATCH),
+        )
         try:
-            runtime._stack.enter_context(ws.lock("crawl"))
+            if s.getbool(WORKER_SETTING, False):
+                # one of `--processes N`: the parent holds the lock, shared (workers.py)
+                runtime._stack.enter_context(shared_crawl_lock(ws))
+                runtime.claiming = True
+                runtime.lease_batch = s.getint(BATCH_SETTING, 0) or 2 * max(
+                    1, s.getint("CONCURRENT_REQUESTS", 16)
+                )
+            else:
+                runtime._stack.enter_context(ws.lock("crawl"))
+            runtime.leases = Leases(ws.store, s.getfloat(LEASE_SETTING, LEASE_SECONDS))
         except BaseException:
             ws.close()
             raise
@@ -225,7 +293,127 @@ class CrawlRuntime:
     def start_rows(self) -> Iterator[Row]:
         """Record the run's start and yield the rows to fetch: seeds on a new
         workspace, else every pending row and every retryable error row."""
+        if not self._begin():
+            return
         store = self.ws.store
+        if self.fresh:
+            store.reset_rows()
+            self.event("rows_reset", why="fresh run requested")
+        seeded = store.seed(
+            [NewRow(kind=self.job.start_kind, url=u, context={}) for u in self.spec.start_urls]
+        )
+        counts = store.row_counts()
+        total = sum(sum(v.values()) for v in counts.values())
+        resumed = total > len(seeded)
+        rows = store.resumable(self.limits.max_attempts)
+        first = next(rows, None)
+        if first is None:
+            self.stop_reason = REASON_ALREADY_DONE
+            self.event("run_resumed", note="nothing to do: every row is ok or exhausted")
+            logger.info("job %s: nothing to do (every row is ok or exhausted)", self.spec.name)
+            return
+        self._boundary = store.max_row_id()
+        self.event(
+            "run_resumed" if resumed else "run_started",
+            rows={k: {str(st): n for st, n in v.items()} for k, v in counts.items()},
+        )
+        yield first
+        for row in rows:
+            if row.id <= self._boundary:  # rows made by this run are scheduled as found
+                yield row
+
+    async def claimed_rows(self) -> AsyncIterator[Row]:
+        """The rows of one of `--processes N` workers: batches claimed by lease as room
+        frees up (leases.py), until no row is open and no other live worker holds one
+        (it may still find rows, or die and leave its rows to this one)."""
+        leases = self.leases
+        if leases is None or not self._begin():
+            return
+        store = self.ws.store
+        seeded = store.seed(
+            [NewRow(kind=self.job.start_kind, url=u, context={}) for u in self.spec.start_urls]
+        )
+        counts = store.row_counts()
+        total = sum(sum(v.values()) for v in counts.values())
+        if next(store.resumable(self.limits.max_attempts), None) is None:
+            self.stop_reason = REASON_ALREADY_DONE
+            self.event("run_resumed", note="nothing to do: every row is ok or exhausted")
+            return
+        self.event(
+            "run_resumed" if total > len(seeded) else "run_started",
+            rows={k: {str(st): n for st, n in v.items()} for k, v in counts.items()},
+            worker=leases.worker_id,
+        )
+        self._heartbeat = Heartbeat(leases, self._leases_lost)
+        self._heartbeat.start()
+        idle = min(0.5, leases.lease_seconds / 4)
+        max_attempts = self.limits.max_attempts
+        while self.stop_reason is None:
+            room = self.lease_batch - len(leases.tokens)
+            if 2 * room < self.lease_batch:  # most of the batch still in flight
+                await self._room_freed(idle)
+                continue
+            rows = leases.claim(room, max_attempts)
+            for row in rows:
+                yield row
+            if rows:
+                continue
+            if not leases.tokens and not leases.others_working(max_attempts):
+                return  # nothing open is left to anyone: the engine closes when idle
+            await _sleep(idle)
+
+    async def _room_freed(self, timeout: float) -> None:
+        """Until half the batch is free again (a commit woke it), or ``timeout``."""
+        from twisted.internet import reactor
+        from twisted.internet.defer import Deferred
+        from twisted.internet.task import deferLater
+
+        waiting: Deferred[None] = Deferred()
+        self._claimer = waiting
+        later = deferLater(reactor, timeout, self._wake_claimer)
+        later.addErrback(lambda _: None)  # cancelled below when a commit woke it first
+        try:
+            await _wait(waiting)
+        finally:
+            self._claimer = None
+            later.cancel()
+
+    def _wake_claimer(self) -> None:
+        waiting, self._claimer = self._claimer, None
+        if waiting is not None and not waiting.called:
+            waiting.callback(None)
+
+    def _settled(self, row_id: int) -> None:
+        """A claiming worker is done with a row (committed, refused or lost): its room is
+        free, and the claim loop wakes once half the batch is."""
+        assert self.leases is not None
+        self.leases.done(row_id)
+        if 2 * (self.lease_batch - len(self.leases.tokens)) >= self.lease_batch:
+            self._wake_claimer()
+
+    def _leases_lost(self, ids: set[int]) -> None:
+        """The heartbeat found rows of this worker taken over (it was paused past its
+        lease): their outcomes will be refused; their room is free for new claims."""
+        assert self.leases is not None
+        for rid in ids:
+            self._settled(rid)
+        self.event("leases_lost", worker=self.leases.worker_id, rows=sorted(ids)[:20], n=len(ids))
+        logger.warning(
+            "%d leased rows were taken over by another worker (this one was paused past "
+            "its lease): their outcomes will not be committed",
+            len(ids),
+        )
+
+    def _begin(self) -> bool:
+        """What every run does first: register this process as a worker, record the
+        spec, and load the hosts' deadlines; False when one says not to fetch now."""
+        store = self.ws.store
+        if self.leases is not None:
+            if not self.claiming:
+                # alone in the workspace (the crawl lock): what a killed worker leased
+                # is free at once, no wait for its leases to expire
+                reset_leases(store)
+            self.leases.register()
         store.set_meta("max_attempts", str(self.limits.max_attempts))
         store.set_meta("job", self.spec.name)
         previous = self.ws.spec_hash()
@@ -256,32 +444,8 @@ class CrawlRuntime:
                     host,
                     when,
                 )
-                return
-        if self.fresh:
-            store.reset_rows()
-            self.event("rows_reset", why="fresh run requested")
-        seeded = store.seed(
-            [NewRow(kind=self.job.start_kind, url=u, context={}) for u in self.spec.start_urls]
-        )
-        counts = store.row_counts()
-        total = sum(sum(v.values()) for v in counts.values())
-        resumed = total > len(seeded)
-        rows = store.resumable(self.limits.max_attempts)
-        first = next(rows, None)
-        if first is None:
-            self.stop_reason = REASON_ALREADY_DONE
-            self.event("run_resumed", note="nothing to do: every row is ok or exhausted")
-            logger.info("job %s: nothing to do (every row is ok or exhausted)", self.spec.name)
-            return
-        self._boundary = store.max_row_id()
-        self.event(
-            "run_resumed" if resumed else "run_started",
-            rows={k: {str(st): n for st, n in v.items()} for k, v in counts.items()},
-        )
-        yield first
-        for row in rows:
-            if row.id <= self._boundary:  # rows made by this run are scheduled as found
-                yield row
+                return False
+        return True
 
     def _load_deferrals(self, now: float) -> dict[str, float]:
         """The hosts' Retry-After deadlines kept by earlier runs: none on a fresh run
@@ -350,7 +514,9 @@ class CrawlRuntime:
         return True
 
     # ------------------------------------------------------------- responses
-    def on_response(self, row: Row, response: Response) -> Handled:
+    def on_response(self, row: Row, response: Response) -> Handled | Deferred[Handled]:
+        """The response's outcome, committed with its group: what to hand back to Scrapy
+        then (at once when the group was committed now, else a Deferred of it)."""
         self._outage.pop(urlsplit(row.url).netloc, None)  # it answered: not down
         banned = self._soft_ban(row, response)
         if banned is not None:
@@ -364,19 +530,19 @@ class CrawlRuntime:
             return Handled(stop=REASON_DRIFT)
         if self._storing and status < 400:
             outcome = dataclasses.replace(outcome, response=self._keep(row, response))
-        handled = self._commit(row, outcome, response)
+        stop: str | None = None
         if "fw_retry_after" in response.meta:
             self._defer_host(row.url, float(response.meta["fw_retry_after"]))
         if response.meta.get("fw_retry_after_over_cap"):
-            handled.stop = REASON_RATE_LIMITED
+            stop = REASON_RATE_LIMITED
             logger.warning(
                 "Retry-After of %.0fs from %s is over the cap: stopping (run again later)",
                 response.meta["fw_retry_after"],
                 redact_url(response.url),
             )
         elif status == 429 and self.limits.stop_on_429:
-            handled.stop = REASON_RATE_LIMITED
-        return handled
+            stop = REASON_RATE_LIMITED
+        return self._commit(row, outcome, response, stop=stop)
 
     def _soft_ban(self, row: Row, response: Response) -> Handled | None:
         """A page that matches a ``blocked:`` rule is not committed: the row stays
@@ -513,7 +679,7 @@ class CrawlRuntime:
             body=body,
         )
 
-    def on_failure(self, row: Row, failure: Failure) -> Handled:
+    def on_failure(self, row: Row, failure: Failure) -> Handled | Deferred[Handled]:
         banned = self._soft_ban_refused(row, failure)
         if banned is not None:
             return banned
@@ -539,31 +705,34 @@ class CrawlRuntime:
         if newly_down:
             self.down_hosts.add(host)
         down = host in self.down_hosts
-        handled = self._commit(row, outcome, None, failure_url=row.url, host_down=down)
-        if down:
-            # A host that is down says nothing about its rows: the attempts of the
-            # outage are given back, so the next run tries them with a full budget.
-            self.ws.store.refund(dict(Counter(streak)))
-            if newly_down:
-                self.event(
-                    "host_down",
-                    host=host,
-                    error_kind=str(kind),
-                    error=detail,
-                    attempts=len(streak),
-                    rows=sorted(set(streak)),
-                )
-                logger.warning(
-                    "%s: %d attempts in a row failed (%s: %s): stopping, the rows stay "
-                    "retryable (run again later)",
-                    redact_url(f"http://{host}"),
-                    len(streak),
-                    kind,
-                    detail,
-                )
-            streak.clear()
-            # come back later, whatever else this failure tripped (the error-rate breaker)
-            handled.stop = REASON_HOST_DOWN
+        if not down:
+            return self._commit(row, outcome, None, failure_url=row.url)
+        # committed now, with what waits: the attempts given back below are its own
+        handled = self._commit(row, outcome, None, failure_url=row.url, host_down=True)
+        assert isinstance(handled, Handled)
+        # A host that is down says nothing about its rows: the attempts of the
+        # outage are given back, so the next run tries them with a full budget.
+        self.ws.store.refund(dict(Counter(streak)))
+        if newly_down:
+            self.event(
+                "host_down",
+                host=host,
+                error_kind=str(kind),
+                error=detail,
+                attempts=len(streak),
+                rows=sorted(set(streak)),
+            )
+            logger.warning(
+                "%s: %d attempts in a row failed (%s: %s): stopping, the rows stay "
+                "retryable (run again later)",
+                redact_url(f"http://{host}"),
+                len(streak),
+                kind,
+                detail,
+            )
+        streak.clear()
+        # come back later, whatever else this failure tripped (the error-rate breaker)
+        handled.stop = REASON_HOST_DOWN
         return handled
 
     def _page_outcome(self, row: Row, status: int, url: str, result: PageResult) -> Outcome:
@@ -658,6 +827,9 @@ class CrawlRuntime:
         # A form request is a row like any other: its body (the page's hidden state
         # included) is part of its identity, since a view state may hold earlier choices.
         for sub in result.forms:
+            ctx = _carry(sub.carry)
+            if self.job.tracks_depth:
+                ctx["depth"] = int(row.context.get("depth", 0)) + 1
             new_rows.append(
                 NewRow(
                     kind=sub.kind,
@@ -665,14 +837,13 @@ class CrawlRuntime:
                     method=sub.method,
                     body=sub.body,
                     body_type=sub.body_type,
-                    context=_carry(sub.carry),
+                    context=ctx,
                 )
             )
         return Outcome(
             row_id=row.id, ok=True, http_status=status, new_rows=new_rows, items=items, holds=held
         )
 
-    @stops_on_workspace_fault  # a full disk stops the crawl; the row stays pending
     def _commit(
         self,
         row: Row,
@@ -680,10 +851,118 @@ class CrawlRuntime:
         response: Response | None,
         failure_url: str | None = None,
         host_down: bool = False,
-    ) -> Handled:
+        stop: str | None = None,
+    ) -> Handled | Deferred[Handled]:
+        """Hand the outcome to its group (group.py). A failed attempt, a stop or a down
+        host commits the group at once: an attempt of a failing site counts toward the
+        row's budget, its backoff and the breaker, and must not be lost to a kill (the
+        pages that fail are few; the ones that succeed are what is worth grouping).
+        What to hand back to Scrapy, once committed."""
+        entry = _Entry(
+            row=row,
+            outcome=self.secrets.mask_outcome(self._fenced(row, outcome)),
+            final_url=response.url if response is not None else failure_url,
+            status=response.status if response is not None else None,
+            size=len(response.body) if response is not None else 0,
+            latency_s=response.meta.get("download_latency", 0.0) if response is not None else None,
+            host_down=host_down,
+            stop=stop,
+        )
+        waiting = self.group.add(
+            entry,
+            now=host_down or stop is not None or not outcome.ok,
+            work=bool(outcome.new_rows),
+        )
+        if not waiting.done:
+            return waiting.deferred()
+        if waiting.failure is not None:
+            raise waiting.failure
+        assert waiting.result is not None
+        return waiting.result
+
+    def _commit_group(self, entries: Sequence[_Entry]) -> list[Handled]:
+        """One transaction for the group's outcomes, then each one's bookkeeping in
+        arrival order. A full disk or a damaged file commits none of them: their rows
+        stay pending and each waiter is told to stop."""
+        results = self._commit_outcomes([e.outcome for e in entries])
+        if isinstance(results, Handled):  # the fault, as stops_on_workspace_fault says
+            return [Handled(stop=results.stop) for _ in entries]
+        self.counters.commit_groups += 1
+        # The URL log first, in one write: a kill between the commit and its lines would
+        # leave committed requests unlogged (the log is how repeats are told).
+        lines = [
+            _url_line(e, res) for e, res in zip(entries, results, strict=True) if res is not None
+        ]
+        if self.claiming and self.leases is not None:
+            for line in lines:  # one of `--processes N`: which worker made the request
+                line["worker"] = self.leases.worker_id
+        self.ws.urls.append_many(lines, redacted=True)
+        out: list[Handled] = []
+        for entry, res in zip(entries, results, strict=True):
+            if res is None:
+                out.append(self._refused(entry))
+                continue
+            handled = self._committed(entry, res)
+            if entry.stop is not None:
+                handled.stop = entry.stop
+            out.append(handled)
+        return out
+
+    @stops_on_workspace_fault  # a full disk stops the crawl; the rows stay pending
+    def _commit_outcomes(self, outcomes: list[Outcome]) -> list[CommitResult | None]:
+        return self.ws.store.commit_many(outcomes)
+
+    def _fenced(self, row: Row, outcome: Outcome) -> Outcome:
+        """A claiming worker's outcome carries the token of its lease on the row; a row
+        whose lease it lost carries 0, which no lease has: the store refuses both when
+        the lease was taken over (the fence, leases.py)."""
+        if not self.claiming or self.leases is None:
+            return outcome
+        return dataclasses.replace(outcome, lease_token=self.leases.token(row.id) or 0)
+
+    def _refused(self, entry: _Entry) -> Handled:
+        """The store refused the outcome (nothing of it written; see
+        ``SqliteStore._apply_outcome``): the row is not counted, nothing is handed on."""
+        row = entry.row
+        if self.leases is not None:
+            # fenced: another worker took the row over; the request was made all the
+            # same, so the URL log says so (not "ok": the integrity check counts those)
+            self.counters.fenced += 1
+            self._settled(row.id)
+            self.ws.urls.append(
+                {
+                    "time": utc_now(),
+                    "method": row.method,
+                    "url": redact_url(row.url),
+                    "status": entry.status,
+                    "outcome": "fenced",
+                    "row": row.id,
+                    "kind": row.kind,
+                    "lease_token": entry.outcome.lease_token,
+                    "worker": self.leases.worker_id,
+                },
+                redacted=True,
+            )
+        self.event("outcome_refused", row=row.id, kind=row.kind, url=redact_url(row.url))
+        logger.warning("the outcome of %s was not committed (refused)", redact_url(row.url))
+        return Handled()
+
+    def _adopt(self, inserted: Sequence[Row]) -> list[Row]:
+        """Of the rows a claiming worker just found, those it leases (as many as it has
+        room for, still free): the only ones it schedules; the rest are anyone's."""
+        assert self.leases is not None
+        room = self.lease_batch - len(self.leases.tokens)
+        if room <= 0 or not inserted:
+            return []
+        took = list(inserted)[:room]
+        got = self.leases.claim_ids([r.id for r in took])
+        return [r for r in took if r.id in got]
+
+    def _committed(self, entry: _Entry, res: CommitResult) -> Handled:
+        """The bookkeeping of one committed outcome: counters, the URL log, events, the
+        retry of a failed row, the items to emit and the error-rate breaker."""
+        row, outcome, host_down = entry.row, entry.outcome, entry.host_down
         handled = Handled()
-        outcome = self.secrets.mask_outcome(outcome)
-        res = self.ws.store.commit(outcome)
         c = self.counters
         c.requests += 1
         self._window.append(outcome.ok)
@@ -705,28 +984,8 @@ class CrawlRuntime:
         c.items_completed += len(res.completed)
         if outcome.response is not None:
             self._stored(res.response_bytes)
-        final_url = response.url if response is not None else failure_url
-        # Built from known fields only; the URLs are the one place a secret could hide
-        # (credentials, ?token=), so they are masked here and the generic walk skipped.
-        self.ws.urls.append(
-            {
-                "time": utc_now(),
-                "method": row.method,
-                "url": redact_url(row.url),
-                "final_url": redact_url(final_url) if final_url else final_url,
-                "status": response.status if response is not None else None,
-                "bytes": len(response.body) if response is not None else 0,
-                "latency_ms": round(1000 * response.meta.get("download_latency", 0.0), 1)
-                if response is not None
-                else None,
-                "outcome": "ok" if outcome.ok else str(outcome.error_kind),
-                "row": row.id,
-                "kind": row.kind,
-                "attempt": res.attempt,
-            },
-            redacted=True,
-        )
-        handled.rows.extend(res.inserted)
+        token = self.leases.tokens.pop(row.id, None) if self.claiming and self.leases else None
+        handled.rows.extend(self._adopt(res.inserted) if self.claiming else res.inserted)
         if not outcome.ok and not host_down:  # a down host's attempt is given back
             exhausted = not outcome.retryable or res.attempt >= self.limits.max_attempts
             if exhausted:
@@ -750,6 +1009,11 @@ class CrawlRuntime:
                     if delay > 0:
                         self._retry_at[row.id] = time.time() + delay
                     handled.rows.append(retry)
+                    if token is not None and self.leases is not None:
+                        self.leases.tokens[row.id] = token  # still this worker's row
+                        token = None
+        if token is not None:
+            self._settled(row.id)
         # Items complete at write time are emitted from the record; items completed by
         # a sub-tab are read back whole from the store (their parts came separately).
         complete_now = {i.dedupe_key: i for i in outcome.items if i.complete}
@@ -792,8 +1056,27 @@ class CrawlRuntime:
         """Commit the outcome of a stored page read again (``framework reparse``): its
         items and the rows it found, as a crawl would, but no attempt is counted and
         nothing is logged as a request, because none was made."""
-        outcome = dataclasses.replace(self.secrets.mask_outcome(outcome), reparse=True)
-        res = self.ws.store.commit(outcome)
+        (res,) = self.commit_reparses([(row, outcome)])
+        return res
+
+    def commit_reparses(self, pages: Sequence[tuple[Row, Outcome]]) -> list[CommitResult]:
+        """:meth:`commit_reparse` of many pages in ONE transaction, in order (a later
+        page sees what an earlier one wrote); all or none. Its events are written once
+        the transaction is committed, so a killed reparse leaves none for pages whose
+        outcome was lost."""
+        outcomes = [
+            dataclasses.replace(self.secrets.mask_outcome(o), reparse=True) for _, o in pages
+        ]
+        results = self.ws.store.commit_many(outcomes)
+        out: list[CommitResult] = []
+        for (row, _), outcome, res in zip(pages, outcomes, results, strict=True):
+            # refused (None) only by a lease's fencing: a reparse holds the crawl lock
+            assert res is not None, f"the reparse commit of row {row.id} was refused"
+            self._count_reparse(row, outcome, res)
+            out.append(res)
+        return out
+
+    def _count_reparse(self, row: Row, outcome: Outcome, res: CommitResult) -> None:
         c = self.counters
         if outcome.ok:
             c.ok += 1
@@ -821,7 +1104,6 @@ class CrawlRuntime:
         if res.changed:
             self.event("items_changed", url=row.url, row=row.id, keys=list(res.changed))
         c.items_completed += len(res.completed)
-        return res
 
     def _stored(self, size: int) -> None:
         self.counters.responses_stored += 1
@@ -886,8 +1168,15 @@ class CrawlRuntime:
         """The candidate held as ``review_required`` when it breaks a change limit against
         the stored (accepted) version of its key; None when it is within them. The crawl
         is the workspace's only writer (its lock), so the stored version read here is
-        the one the page's commit would replace."""
+        the one the page's commit would replace (once an outcome of the same key that
+        waits for its group commit is committed first)."""
         key = record.dedupe_key or ""
+        if any(
+            key in {w.dedupe_key for w in e.outcome.items}
+            or key in {p.dedupe_key for p in e.outcome.parts}
+            for e in self.group.entries_waiting()
+        ):
+            self.group.flush()
         old = self.ws.store.get_item(key)
         if old is None:
             return None
@@ -985,6 +1274,12 @@ class CrawlRuntime:
         if final == REASON_FINISHED and self.capped:
             final = REASON_MAX_REQUESTS
         try:
+            # what waits for its group is committed, whatever stopped the run (a signal,
+            # a stop condition): those responses came, their outcomes are not lost
+            self.group.flush()
+        except Exception:
+            logger.exception("the last outcomes could not be committed; their rows stay pending")
+        try:
             c = self.counters
             counts = self.ws.store.row_counts()
             items = self.ws.store.item_counts()
@@ -994,6 +1289,7 @@ class CrawlRuntime:
                 "run_finished",
                 reason=final,
                 exit_code=EXIT_HALTED if found.get("nothing_extracted") else code,
+                **({"worker": self.leases.worker_id} if self.claiming and self.leases else {}),
                 duration_s=round(time.monotonic() - self.started, 3),
                 counts={
                     "requests": c.requests,
@@ -1009,6 +1305,7 @@ class CrawlRuntime:
                     "items_review": c.items_review,
                     "fallbacks": c.fallbacks,
                     "responses_stored": c.responses_stored,
+                    "fenced": c.fenced,
                 },
                 rows={k: {str(st): n for st, n in v.items()} for k, v in counts.items()},
                 items=items,
@@ -1019,9 +1316,21 @@ class CrawlRuntime:
             # the run's end cannot be written; the crawl's exit (4) says why
             logger.info("run_finished not recorded: %s", exc)
         finally:
+            self._stop_worker()
             self._stack.close()
             self.ws.close()
         return final
+
+    def _stop_worker(self) -> None:
+        """Stop the heartbeat and release this worker's leases (a killed one leaves
+        them to expire, or to the next claimer that sees its pid gone)."""
+        if self._heartbeat is not None:
+            self._heartbeat.stop()
+        if self.leases is not None and self.leases.worker_id:
+            try:
+                self.leases.stop()
+            except (WorkspaceFull, WorkspaceBroken) as exc:
+                logger.info("leases not released: %s", exc)
 
     def _blocked_summary(self) -> dict[str, Any]:
         """The soft ban that stopped the run, for run_finished (and so `status`)."""
@@ -1029,6 +1338,26 @@ class CrawlRuntime:
         if b is None:
             return {}
         return {"blocked": {"url": redact_url(b.url), "rule": b.rule, "status": b.status}}
+
+
+def _url_line(entry: _Entry, res: CommitResult) -> dict[str, Any]:
+    """The URL log line of a committed request. Built from known fields only; the URLs
+    are the one place a secret could hide (credentials, ?token=), so they are masked
+    here and the log's generic walk is skipped."""
+    row, final_url = entry.row, entry.final_url
+    return {
+        "time": utc_now(),
+        "method": row.method,
+        "url": redact_url(row.url),
+        "final_url": redact_url(final_url) if final_url else final_url,
+        "status": entry.status,
+        "bytes": entry.size,
+        "latency_ms": None if entry.latency_s is None else round(1000 * entry.latency_s, 1),
+        "outcome": "ok" if entry.outcome.ok else str(entry.outcome.error_kind),
+        "row": row.id,
+        "kind": row.kind,
+        "attempt": res.attempt,
+    }
 
 
 def nothing_extracted(items: Mapping[str, int], expect_empty: bool) -> bool:
@@ -1142,3 +1471,18 @@ def _describe(exc: BaseException) -> str:
     if reasons and (not text or text.startswith("[<")):
         text = "; ".join(f"{type(r).__name__}: {r}".rstrip(": ") for r in reasons[:3])
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+async def _sleep(seconds: float) -> None:
+    """Wait on the reactor (whichever Scrapy installed) without blocking it."""
+    from scrapy.utils.defer import maybe_deferred_to_future
+    from twisted.internet import reactor
+    from twisted.internet.task import deferLater
+
+    await maybe_deferred_to_future(deferLater(reactor, seconds, lambda: None))
+
+
+async def _wait(deferred: Any) -> None:
+    from scrapy.utils.defer import maybe_deferred_to_future
+
+    await maybe_deferred_to_future(deferred)

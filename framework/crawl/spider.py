@@ -18,7 +18,7 @@ import scrapy
 from scrapy import signals
 from scrapy.exceptions import CloseSpider
 from scrapy.http import Request
-from scrapy.utils.defer import deferred_from_coro
+from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
 
 from framework.crawl.blocking import MIDDLEWARE, MIDDLEWARE_ORDER, Slots
 from framework.crawl.page import CompiledJob, job_domains
@@ -37,6 +37,7 @@ from framework.spec.render import RENDERER, rendered_kinds
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
     from scrapy.http import Response
+    from twisted.internet.defer import Deferred
     from twisted.python.failure import Failure
 
     from framework.workspace import Row
@@ -87,6 +88,7 @@ class JobSpider(scrapy.Spider):
             # set by `scrapy parse` (framework.scrapy_commands) and `framework preview`:
             # no runtime, so the workspace is never opened and no run is recorded
             spider.parse_only = True
+            spider.session = spider._new_session(crawler, lambda *a, **k: None, [])
             return spider
         fresh = kwargs.get("fresh")  # `-a fresh=1` on `scrapy crawl`
         spider.runtime = CrawlRuntime.from_crawler(
@@ -96,19 +98,29 @@ class JobSpider(scrapy.Spider):
             fresh=None if fresh is None else str(fresh).lower() not in ("0", "", "false", "no"),
         )
         crawler.signals.connect(spider._on_closed, signal=signals.spider_closed)
-        login = cls.spec.login
-        if login is not None:
-            spider.session = Session(
-                login,
-                start_url=cls.spec.start_urls[0],
-                secrets=cls.secrets,
-                headers=cls.spec.headers,
-                crawler=crawler,
-                event=spider.runtime.event,
-                stop=spider._stop_for_session,
-                masks=[spider.runtime.secrets],
-            )
+        spider.session = spider._new_session(
+            crawler, spider.runtime.event, [spider.runtime.secrets]
+        )
+        spider.runtime.group.may_wait = spider._may_wait
         return spider
+
+    def _may_wait(self, work: bool, waiting: int) -> bool:
+        """Whether a commit group of ``waiting`` outcomes may wait for more: only while
+        requests are in flight or other responses are being handled (else none can
+        join), and, when the group holds rows it found (``work``), only while the
+        scheduler has a full round of requests for the downloader meanwhile (else the
+        downloader would idle for them)."""
+        engine = self.crawler.engine
+        if engine is None:
+            return False
+        slot = engine.scraper.slot
+        # the scraper's active responses include the ones waiting in the group
+        if not engine.downloader.active and not (slot is not None and len(slot.active) > waiting):
+            return False
+        if not work:
+            return True
+        scheduler: Any = engine.scheduler
+        return scheduler is not None and len(scheduler) >= engine.downloader.total_concurrency
 
     def _on_refused(self, url: str, why: str) -> None:
         """A discovered link that will not become a row (another scheme, another host):
@@ -137,17 +149,43 @@ class JobSpider(scrapy.Spider):
         if self.session is not None and not await self.session.start():
             self.runtime.stop_reason = REASON_LOGIN_FAILED
             raise CloseSpider(REASON_LOGIN_FAILED)
+        if self.runtime.claiming:  # one of `--processes N`: rows by lease (workers.py)
+            async for row in self.runtime.claimed_rows():
+                request = self._request(row)
+                if request is None:
+                    break  # --max-requests reached: the rest stay pending
+                yield request
+            return
         for row in self.runtime.start_rows():
             request = self._request(row)
             if request is None:
                 break  # --max-requests reached: the rest stay pending for the next run
             yield request
 
+    def _new_session(
+        self, crawler: Crawler, event: Callable[..., None], masks: list[Secrets]
+    ) -> Session | None:
+        """The spec's ``login:`` (crawl/session.py); a preview logs in too."""
+        login = self.spec.login
+        if login is None:
+            return None
+        return Session(
+            login,
+            start_url=self.spec.start_urls[0],
+            secrets=self.secrets,
+            headers=self.spec.headers,
+            crawler=crawler,
+            event=event,
+            stop=self._stop_for_session,
+            masks=masks,
+        )
+
     def _stop_for_session(self, reason: str) -> None:
         """A session lost mid-crawl (a login that failed, logins that kept expiring):
         stop now; the requests waiting for it are dropped unsent, their rows pending."""
-        if self.runtime.stop_reason is None:
-            self.runtime.stop_reason = reason
+        runtime = getattr(self, "runtime", None)  # none in a preview
+        if runtime is not None and runtime.stop_reason is None:
+            runtime.stop_reason = reason
         engine = self.crawler.engine
         if engine is not None and engine.spider is not None:
             deferred_from_coro(engine.close_spider_async(reason=reason))
@@ -188,18 +226,29 @@ class JobSpider(scrapy.Spider):
         )
 
     # ----------------------------------------------------------------- responses
-    def _on_response(self, response: Response) -> Iterator[Any]:
+    def _on_response(self, response: Response) -> Iterator[Any] | AsyncIterator[Any]:
         row: Row = response.meta["fw_row"]
-        handled = self.runtime.on_response(row, response)
-        yield from self._hand_back(handled)
+        return self._after_commit(self.runtime.on_response(row, response))
 
-    def _on_failure(self, failure: Failure) -> Iterator[Any]:
+    def _on_failure(self, failure: Failure) -> Iterator[Any] | AsyncIterator[Any]:
         if failure.check(Abandoned):
-            return  # never sent: no attempt to record, the row stays pending
+            return iter(())  # never sent: no attempt to record, the row stays pending
         request = failure.request  # type: ignore[attr-defined]
         row: Row = request.meta["fw_row"]
-        handled = self.runtime.on_failure(row, failure)
-        yield from self._hand_back(handled)
+        return self._after_commit(self.runtime.on_failure(row, failure))
+
+    def _after_commit(self, got: Handled | Deferred[Handled]) -> Iterator[Any] | AsyncIterator[Any]:
+        """What the runtime hands back, once the outcome is committed: at once when its
+        group was committed already, else an async iterator that waits for the group
+        (Scrapy awaits callbacks that are async generators)."""
+        if isinstance(got, Handled):
+            return self._hand_back(got)
+        return self._wait_commit(got)
+
+    async def _wait_commit(self, pending: Deferred[Handled]) -> AsyncIterator[Any]:
+        handled = await maybe_deferred_to_future(pending)
+        for out in self._hand_back(handled):
+            yield out
 
     def _hand_back(self, handled: Handled) -> Iterator[Any]:
         yield from handled.items
@@ -336,6 +385,10 @@ class JobSpider(scrapy.Spider):
                 stats.set_value(f"framework/{name}", value)
         for kind, n in self.runtime.counters.by_error.items():
             stats.set_value(f"framework/errors/{kind}", n)
+        group = self.runtime.group
+        stats.set_value("framework/commit_group_outcomes", group.entries)
+        for why, n in group.flushes.items():
+            stats.set_value(f"framework/commit_groups/{why}", n)
         logger.info("job %s closed: %s", self.name, final)
 
 
