@@ -473,3 +473,27 @@ def test_a_login_refused_mid_crawl_stops_with_the_unfetched_rows_pending(
     r = crawl(crawl_cli, spec, ws)
     assert r.returncode == 0, r.stderr[-3000:]
     assert_truth(ws, site)
+
+
+def test_preview_logs_in_first_and_shows_a_protected_page(
+    login_site: Callable[..., LoginSite],
+    tmp_path: Path,
+    crawl_cli: Callable[..., Any],
+    creds: None,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    site = login_site(username=USER, password=PASSWORD)
+    spec = write_spec(tmp_path, site)
+    r = crawl_cli("preview", str(spec), site.url + "/records/R007", "--kind", "detail", "--json")
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert '"Record number 7"' in r.stdout
+    assert site.logins == 1
+    for value in secrets_seen(site):
+        assert value not in r.stdout + r.stderr
+    # a wrong password: one line saying so, no page shown
+    monkeypatch.setenv("FW_LOGIN_PASSWORD", "not-the-password")
+    r = crawl_cli("preview", str(spec), site.url + "/records/R007", "--kind", "detail")
+    assert r.returncode != 0
+    assert "login failed: nothing matches 'a.logout'" in r.stderr
+    assert "Record number 7" not in r.stdout
+    assert site.logins == 1

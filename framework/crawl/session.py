@@ -291,7 +291,11 @@ class Session:
             self._fruitless = 0
 
     async def ready(self) -> None:
-        """Wait while a login is in flight; a request of a lost session is dropped."""
+        """Wait while a login is in flight; a request of a lost session is dropped. A
+        run that did not log in first (``framework preview``, ``scrapy parse``) logs in
+        with its first request."""
+        if self.generation == 0 and not self._busy and self.failed is None:
+            await self._only_login("start")
         while self._busy:
             await self._wait()
         if self.failed is not None:
@@ -312,10 +316,14 @@ class Session:
             )
             raise Abandoned("the session is lost")
         self._fruitless += 1
+        logger.info("session expired at %s: logging in again", shown(self.secrets.mask(url)))
+        await self._only_login("expired")
+
+    async def _only_login(self, why: str) -> None:
+        """The one login in flight; the requests that meet it meanwhile wait for it."""
         self._busy = True
         try:
-            logger.info("session expired at %s: logging in again", shown(self.secrets.mask(url)))
-            await self._login("expired")
+            await self._login(why)
         except LoginFailed as exc:
             self._fail(REASON_LOGIN_FAILED, str(exc))
             raise Abandoned("the login failed") from None
@@ -370,7 +378,11 @@ class SessionMiddleware:
         return cls(crawler)
 
     def _session(self, request: Request) -> Session | None:
-        if request.meta.get(LOGIN_META):
+        # the job's pages only (a row's, a preview's): not a login, not robots.txt (the
+        # robots middleware fetches it for the login request itself)
+        if request.meta.get(LOGIN_META) or not (
+            "fw_row" in request.meta or "fw_kind" in request.meta
+        ):
             return None
         return getattr(self.crawler.spider, "session", None)
 
