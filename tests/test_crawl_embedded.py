@@ -357,6 +357,29 @@ def test_a_malformed_a_huge_and_a_too_deep_script_are_error_rows_with_a_note(
     assert len(workspace_items(ws)) == PER_PAGE
 
 
+def test_microdata_nested_thousands_deep_is_an_error_row_not_a_hang(
+    script_site, tmp_path, crawl_cli
+):
+    site = script_site()
+    prefix, each, id_path, tags = CONTAINERS["microdata"]
+    text = OTHER_SPEC.format(
+        name="md", url=site.url, prefix=prefix, each=each, id=id_path, tags=tags
+    ).replace(f'["{site.url}/md/"]', f'["{site.url}/mddeep/", "{site.url}/md/page/{PAGES}/"]')
+    spec = _write(tmp_path, text)
+    ws = tmp_path / "ws"
+    r = _crawl(crawl_cli, spec, ws)
+    assert r.returncode == EXIT_HALTED, r.stderr[-3000:]
+    rows = {row.url.removeprefix(site.url): row for row in _rows(ws)}
+    deep = rows["/mddeep/"]
+    assert deep.status is RowStatus.ERROR
+    assert str(deep.last_error_kind) == "parse"
+    note = deep.last_error or ""
+    assert note.startswith("microdata of the page: items nested"), note
+    assert "too deep to read" in note
+    assert rows[f"/md/page/{PAGES}/"].status is RowStatus.OK
+    assert len(workspace_items(ws)) == PER_PAGE
+
+
 BAD_SPEC = """\
 name: bad
 source_type: quotes

@@ -330,13 +330,62 @@ def jsonld_documents(top: Any) -> list[Any]:
     return list(docs)
 
 
+_bounded_microdata: Any = None
+# extruct finds an item's properties with an XPath whose cost grows with the square of
+# the nesting (one call, not interruptible): 3000 nested items took 45 s of CPU. Real
+# microdata nests a few levels; deeper is refused before extruct runs.
+MAX_MICRODATA_NESTING = 64
+
+
+def _microdata_shape(top: Any) -> tuple[int, int]:
+    """(items, deepest nesting of items in items), in one walk of the tree."""
+    items = deepest = level = 0
+    b = budget()
+    for n, (event, el) in enumerate(etree.iterwalk(top, events=("start", "end"))):
+        if el.get("itemscope") is None:
+            continue
+        if event == "start":
+            items += 1
+            level += 1
+            deepest = max(deepest, level)
+        else:
+            level -= 1
+        if n % 8192 == 0:
+            b.timeout("microdata")
+    return items, deepest
+
+
+def _microdata_extractor() -> Any:
+    """extruct's microdata extractor checking the page's time budget at every item:
+    it runs in Python, and nested items cost it more than linear time."""
+    global _bounded_microdata
+    if _bounded_microdata is None:
+        from extruct.w3cmicrodata import MicrodataExtractor
+
+        class Bounded(MicrodataExtractor):
+            def _extract_item(self, *args: Any, **kwargs: Any) -> Any:
+                budget().timeout("microdata")
+                return super()._extract_item(*args, **kwargs)
+
+        _bounded_microdata = Bounded
+    return _bounded_microdata(nested=True)
+
+
 def microdata_items(top: Any, base_url: str) -> list[Any]:
     """Every top-level microdata item of the page, flattened (nested items inside)."""
-    from extruct.w3cmicrodata import MicrodataExtractor
-
     b = budget()
-    b.timeout("microdata")
-    items = MicrodataExtractor(nested=True).extract_items(top, base_url)
+    n, deepest = _microdata_shape(top)
+    if n > b.limits.max_matches:
+        b.matches(n, "microdata items")
+    if deepest > MAX_MICRODATA_NESTING:
+        raise EmbeddedError(
+            f"microdata of the page: items nested {deepest} deep, over "
+            f"{MAX_MICRODATA_NESTING}: too deep to read"
+        )
+    try:
+        items = _microdata_extractor().extract_items(top, base_url)
+    except RecursionError:
+        raise EmbeddedError("microdata of the page: nested too deeply to read") from None
     b.timeout("microdata")
     return [_flat_microdata(i) for i in items]
 
