@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
 from framework.errors import UsageError
@@ -44,6 +46,12 @@ def _setting(values: tuple[str, ...]) -> dict[str, str]:
 @click.option(
     "-O", "--overwrite-output", "overwrite", multiple=True, metavar="FILE", help="-o, replacing"
 )
+@click.option(
+    "--processes",
+    default="1",
+    metavar="N|auto",
+    help="crawl with N processes sharing the workspace (auto: one per core)",
+)
 @click.option("-q", "--quiet", is_flag=True, help="warnings and errors only, no progress line")
 @click.option("-v", "--verbose", is_flag=True, help="Scrapy's whole log, with its stats at the end")
 @click.option(
@@ -63,6 +71,7 @@ def crawl(
     settings: tuple[str, ...],
     output: tuple[str, ...],
     overwrite: tuple[str, ...],
+    processes: str,
     quiet: bool,
     verbose: bool,
     loglevel: str | None,
@@ -71,10 +80,12 @@ def crawl(
 
     Exit 0 when drained (every row ok), 3 on a checkpoint (rate-limited, --max-requests,
     interrupted: run again later), 4 when a breaker halted it or rows ended in error
-    (a human must look), 2 on usage or spec errors.
+    (a human must look), 2 on usage or spec errors. With --processes N, the worst of
+    the N processes' codes (one killed by a signal counts as interrupted: 3).
     """
     from framework.crawl.output import output_settings, summary
     from framework.crawl.process import log_level, run_crawl, verdict
+    from framework.crawl.workers import processes as worker_count
     from framework.export import feed_settings
 
     if loglevel:
@@ -101,7 +112,34 @@ def crawl(
     overrides.update(output_settings(quiet=quiet, verbose=verbose, loglevel=loglevel))
     if feeds:
         overrides["FEEDS"] = feeds
+    n = worker_count(processes)
+    if n > 1:
+        if feeds:
+            raise UsageError(
+                "-o/-O write one feed per process: with --processes, export the items "
+                "afterwards with `framework export`"
+            )
+        return crawl_processes(spec_path, root, n, overrides=overrides, fresh=fresh)
     result = run_crawl(spec_path, root, overrides=overrides, fresh=fresh)
     click.echo(summary(result), err=True)
     verdict(result)
     return 0
+
+
+def crawl_processes(
+    spec_path: Path, root: Path, n: int, *, overrides: dict[str, object], fresh: bool
+) -> int:
+    """`--processes N`: N workers on one workspace (framework/crawl/workers.py); the
+    summary of the workspace, then the worst of their exit codes."""
+    from framework.crawl.output import summary
+    from framework.crawl.process import summarize
+    from framework.crawl.workers import job_settings, run_workers, shared_politeness
+    from framework.spec import load_spec
+
+    settings = job_settings(spec_path, root, overrides)
+    jobdir = Path(settings.get("JOBDIR"))
+    each = {**overrides, **shared_politeness(settings, n)}
+    code = run_workers(spec_path, root, jobdir, n, overrides=each, fresh=fresh)
+    job = load_spec(spec_path).name
+    click.echo(summary(summarize(job, f"{n} processes, exit {code}", jobdir)), err=True)
+    return code

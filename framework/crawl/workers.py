@@ -39,7 +39,7 @@ from framework.errors import (
     FrameworkError,
     UsageError,
 )
-from framework.workspace import Workspace, utc_now
+from framework.workspace import Workspace, deferrals, utc_now
 from framework.workspace.workspace import lock_held
 
 if TYPE_CHECKING:
@@ -159,11 +159,12 @@ def run_workers(
             os.pwrite(fd, (json.dumps(info) + "\n").encode(), 0)
             # alone here: what a killed crawl leased is free at once
             freed = reset(ws.store)
-            if fresh:
+            if fresh:  # once, here: the workers then resume the fresh workspace
                 ws.store.reset_rows()
                 ws.events.append(
                     {"time": utc_now(), "event": "rows_reset", "why": "fresh run requested"}
                 )
+                deferrals.clear(ws.store)
             if freed:
                 logger.info("%d leases of stopped workers freed", freed)
             # shared from here on: the workers take their share before this one lets go
