@@ -9,13 +9,19 @@ drift on a shared machine hits all of them alike:
 * ``generated-defaults``    the framework's own defaults (no ``-s``)
 * ``handwritten-defaults``  Scrapy's own defaults (no ``-s``)
 
+``--issue15`` compares instead (issue 15): the generated spider as shipped, without group
+commit (``FRAMEWORK_COMMIT_BATCH=1``), with a 5 ms window, with 16 requests per host, with
+Scrapy's components that generated jobs switch off turned back on (``full``), the
+hand-written spider, and crawlee-python (bench/crawlee_crawl.py) with in-memory and with
+file storage. ``--lean`` turns the switched-off components back on one at a time.
+
 Both spiders write the same JSON-lines feed (``-o``); the first feeds of the two are
 compared item by item, so the figures are for the same extraction. Pages are counted by
 the site itself (``/_stats``), and the site's CPU seconds are reported, so a slow server
 cannot pass unnoticed. ``--sweep`` measures the hand-written spider under several
 CONCURRENT_ITEMS / CONCURRENT_REQUESTS(_PER_DOMAIN) values instead.
 
-    .venv/bin/python bench/bench_spider.py [--cases 3000] [--rounds 3] [--sweep]
+    .venv/bin/python bench/bench_spider.py [--cases 3000] [--rounds 3] [--sweep|--issue15|--lean]
 
 Loopback only; the site and every crawl are stopped (terminated, waited) at the end.
 """
@@ -45,6 +51,7 @@ PY = sys.executable
 SCRAPY = [PY, "-m", "scrapy"]
 SPEC = ROOT / "bench" / "specs" / "bench.yaml"
 HANDWRITTEN = ROOT / "bench" / "handwritten_spider.py"
+CRAWLEE = ROOT / "bench" / "crawlee_crawl.py"
 
 # The settings both spiders get in the "same settings" comparison: the framework's
 # defaults that Scrapy users can set too (framework/settings.py), spelled out for both.
@@ -73,7 +80,7 @@ FIELDS = (
 @dataclass(frozen=True)
 class Variant:
     name: str
-    spider: str  # "generated" | "handwritten"
+    spider: str  # "generated" | "handwritten" | "crawlee" (settings: {"storage": ...})
     settings: dict[str, str] = field(default_factory=dict)
 
 
@@ -164,6 +171,11 @@ def run_once(variant: Variant, site: Site, work: Path, n: int) -> Run:
     if variant.spider == "generated":
         argv, extra = generated_command(variant, site, work, feed)
         env.update(extra)
+    elif variant.spider == "crawlee":
+        storage = variant.settings.get("storage", "memory")
+        argv = [PY, str(CRAWLEE), site.url, "--storage", storage, "--out", str(feed)]
+        if storage == "file":
+            argv += ["--dir", tempfile.mkdtemp(prefix="crawlee-", dir=work)]
     else:
         argv = handwritten_command(variant, site, feed)
     site.reset()
@@ -208,7 +220,67 @@ def summarize(runs: list[Run]) -> dict[str, float]:
     }
 
 
-def main_variants(sweep: bool) -> list[Variant]:
+# Scrapy components that generated jobs switch off (framework/settings.py), and the
+# settings that turn each back on. The downloader ones need the framework's whole
+# mapping (a `-s` of a mapping replaces it).
+def _lean_components() -> dict[str, dict[str, str]]:
+    from framework.settings import default_settings
+
+    dl = default_settings("bench")["DOWNLOADER_MIDDLEWARES"]
+    base = "scrapy.downloadermiddlewares."
+
+    def downloader(name: str, order: int) -> dict[str, str]:
+        return {"DOWNLOADER_MIDDLEWARES": json.dumps({**dl, base + name: order})}
+
+    def spider(name: str, order: int) -> dict[str, str]:
+        return {"SPIDER_MIDDLEWARES": json.dumps({"scrapy.spidermiddlewares." + name: order})}
+
+    return {
+        "httpauth": downloader("httpauth.HttpAuthMiddleware", 300),
+        "offsite": downloader("offsite.OffsiteMiddleware", 50),
+        "downloader-stats": {"DOWNLOADER_STATS": "True"},
+        "depth": spider("depth.DepthMiddleware", 900),
+        "httperror": spider("httperror.HttpErrorMiddleware", 50),
+        "metacopy": spider("metacopy.MetaCopyDetectionMiddleware", 1000),
+    }
+
+
+def _all_back_on() -> dict[str, str]:
+    comps = _lean_components()
+    dl: dict[str, Any] = {}
+    sp: dict[str, Any] = {}
+    for c in comps.values():
+        for key, into in (("DOWNLOADER_MIDDLEWARES", dl), ("SPIDER_MIDDLEWARES", sp)):
+            for k, v in json.loads(c.get(key, "{}")).items():
+                if v is not None or k not in into:
+                    into[k] = v
+    return {
+        "DOWNLOADER_MIDDLEWARES": json.dumps(dl),
+        "SPIDER_MIDDLEWARES": json.dumps(sp),
+        "DOWNLOADER_STATS": "True",
+    }
+
+
+def main_variants(sweep: bool, issue15: bool = False, lean: bool = False) -> list[Variant]:
+    if issue15:
+        return [
+            Variant("generated", "generated"),
+            Variant("generated-nogroup", "generated", {"FRAMEWORK_COMMIT_BATCH": "1"}),
+            Variant("generated-window5", "generated", {"FRAMEWORK_COMMIT_WINDOW_MS": "5"}),
+            Variant(
+                "generated-host16",
+                "generated",
+                {"CONCURRENT_REQUESTS": "32", "CONCURRENT_REQUESTS_PER_DOMAIN": "16"},
+            ),
+            Variant("generated-full", "generated", _all_back_on()),
+            Variant("handwritten", "handwritten", dict(SAME)),
+            Variant("crawlee-memory", "crawlee", {"storage": "memory"}),
+            Variant("crawlee-file", "crawlee", {"storage": "file"}),
+        ]
+    if lean:
+        out = [Variant("generated", "generated")]
+        out += [Variant(f"generated+{n}", "generated", c) for n, c in _lean_components().items()]
+        return out
     if not sweep:
         return [
             Variant("generated", "generated", dict(SAME)),
@@ -249,13 +321,19 @@ def main() -> None:
     parser.add_argument(
         "--sweep", action="store_true", help="concurrency settings, hand-written spider"
     )
+    parser.add_argument(
+        "--issue15", action="store_true", help="group commit, lean jobs, crawlee (issue 15)"
+    )
+    parser.add_argument(
+        "--lean", action="store_true", help="switched-off components back on, one at a time"
+    )
     parser.add_argument("--only", default="", help="comma-separated variant names")
     parser.add_argument("--keep", action="store_true", help="keep the work folder (logs, feeds)")
     args = parser.parse_args()
     command = ".venv/bin/python bench/bench_spider.py " + " ".join(
         shlex.quote(a) for a in sys.argv[1:]
     )
-    variants = main_variants(args.sweep)
+    variants = main_variants(args.sweep, args.issue15, args.lean)
     if args.only:
         wanted = set(args.only.split(","))
         variants = [v for v in variants if v.name in wanted]
@@ -282,22 +360,26 @@ def main() -> None:
         f"machine: {os.cpu_count()} cores; python {sys.version.split()[0]}"
     )
     print("same settings: " + " ".join(f"{k}={v}" for k, v in SAME.items()))
+    print(f"load average at the end: {os.getloadavg()}")
     print()
     print(
-        "| variant | median wall s | median pages/s | median crawler CPU s | pages | items "
-        "| site CPU s | failed runs |"
+        "| variant | median wall s | median pages/s | median crawler CPU s | CPU ms/page "
+        "| pages | items | site CPU s | failed runs |"
     )
-    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     medians = {}
     for name, rs in runs.items():
         m = summarize(rs)
         medians[name] = m
         print(
-            f"| {name} | {m['wall']:.2f} | {m['pages_per_s']:.0f} | {m['cpu']:.2f} | {m['pages']:.0f} | "
+            f"| {name} | {m['wall']:.2f} | {m['pages_per_s']:.0f} | {m['cpu']:.2f} | "
+            f"{1000 * m['cpu'] / m['pages'] if m['pages'] else 0:.2f} | {m['pages']:.0f} | "
             f"{m['items']:.0f} | {m['site_cpu']:.2f} | {m['failed']} |"
         )
     print()
-    for a, b in (("generated", "handwritten"), ("generated-defaults", "handwritten-defaults")):
+    pairs = [("generated", "handwritten"), ("generated-defaults", "handwritten-defaults")]
+    pairs += [(v.name, "generated") for v in variants if v.name != "generated"]
+    for a, b in pairs:
         if a in medians and b in medians and medians[b]["wall"]:
             ratio = medians[a]["wall"] / medians[b]["wall"]
             cpu_ratio = medians[a]["cpu"] / medians[b]["cpu"] if medians[b]["cpu"] else 0.0

@@ -29,7 +29,7 @@ FRAMEWORK_SETTINGS: dict[str, Any] = {
     # Group commit (framework.crawl.group): the outcomes of the responses that arrive
     # within this many ms, or this many of them, share one transaction; 0 (either):
     # one transaction per response. A kill loses only outcomes still waiting.
-    "FRAMEWORK_COMMIT_WINDOW_MS": 50.0,
+    "FRAMEWORK_COMMIT_WINDOW_MS": 5.0,
     "FRAMEWORK_COMMIT_BATCH": 32,
     # What one page may cost (framework.extract.patterns; docs/operations.md)
     "FRAMEWORK_EXTRACT_TIMEOUT": 10.0,  # CPU seconds of regex work per page, then parse error
