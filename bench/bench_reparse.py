@@ -7,11 +7,13 @@ alike), with the job bench/specs/bench.yaml:
 * ``crawl-store``    ``framework crawl`` into a fresh workspace, responses stored (default)
 * ``crawl-nostore``  the same with ``-s FRAMEWORK_STORE_RESPONSES=False``
 * ``reparse``        ``framework reparse`` of the workspace ``crawl-store`` just filled:
-  the same pages, the same spec, no request (the site's counter must stay at 0)
+  the same pages, the same spec, no request (the site's counter must stay at 0), with
+  its default ``--processes auto`` (the parse in one worker per core, one writer)
+* ``reparse-1``      the same with ``--processes 1`` (everything in one process)
 
-Reported: median wall and CPU seconds (user+system of the child: robust to a loaded
-machine, which wall time is not), the reparse speed-up over the crawl that stored the
-pages, the crawl's CPU with storing over without, and the disk the stored responses take
+Reported: median wall and CPU seconds (user+system of the child and its workers:
+more robust to a loaded machine than wall time), the machine's load average around each
+run, the reparse speed-ups over the crawl that stored the pages, the crawl's CPU with storing over without, and the disk the stored responses take
 per 1,000 pages (compressed bodies, and the state file with and without them). Each
 reparse must find every stored page and change no item (same spec, same pages).
 
@@ -43,7 +45,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 from bench_spider import SAME, SPEC, Site, setting_args  # noqa: E402
 
 CLI = [sys.executable, "-c", "import sys; from framework.cli import main; sys.exit(main())"]
-VARIANTS = ("crawl-store", "crawl-nostore", "reparse")
+VARIANTS = ("crawl-store", "crawl-nostore", "reparse", "reparse-1")
 
 
 @dataclass
@@ -54,6 +56,7 @@ class Run:
     served: int  # requests the site answered during the run
     exit_code: int
     workspace: Path
+    load: float  # the 1-minute load average at the end of the run
 
 
 def run_once(variant: str, site: Site, work: Path, n: int, last_store: Path | None) -> Run:
@@ -63,10 +66,12 @@ def run_once(variant: str, site: Site, work: Path, n: int, last_store: Path | No
         job.parent.mkdir(parents=True)
         job.write_text(SPEC.read_text().replace("{base}", site.url))
     env = {**os.environ, "FRAMEWORK_HOME": str(project)}
-    if variant == "reparse":
+    if variant.startswith("reparse"):
         assert last_store is not None
         workspace = last_store
         argv = [*CLI, "reparse", "bench", "--workspace", str(workspace), "-q"]
+        if variant == "reparse-1":
+            argv += ["--processes", "1"]
     else:
         workspace = work / f"{variant}-{n}"
         argv = [*CLI, "crawl", "bench", "--workspace", str(workspace), "-q"]
@@ -81,7 +86,8 @@ def run_once(variant: str, site: Site, work: Path, n: int, last_store: Path | No
     wall = time.monotonic() - started
     child1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (child1.ru_utime - child0.ru_utime) + (child1.ru_stime - child0.ru_stime)
-    return Run(variant, wall, cpu, site.served(), proc.returncode, workspace)
+    load = os.getloadavg()[0]
+    return Run(variant, wall, cpu, site.served(), proc.returncode, workspace, load)
 
 
 def last_event(workspace: Path, name: str) -> dict:
@@ -127,12 +133,14 @@ def main() -> None:
                 if variant == "crawl-store":
                     stored = run.workspace
                 extra = ""
-                if variant == "reparse":
+                if variant.startswith("reparse"):
                     done = last_event(run.workspace, "reparse_finished").get("counts", {})
                     crawled = last_event(run.workspace, "run_finished").get("counts", {})
+                    split = last_event(run.workspace, "reparse_finished").get("cpu_s", {})
                     extra = (
                         f" pages={done.get('pages')} changed={done.get('items_changed')}"
-                        f" new={done.get('items_new')}"
+                        f" new={done.get('items_new')} cpu_writer={split.get('writer')}"
+                        f" cpu_workers={split.get('workers')}"
                     )
                     if (
                         run.served
@@ -145,7 +153,7 @@ def main() -> None:
                         checks.append(f"round {n + 1}: reparse not equivalent: {done}")
                 print(
                     f"round {n + 1} {run.variant:<14} {run.wall:7.2f}s cpu={run.cpu:6.2f}s "
-                    f"served={run.served} exit={run.exit_code}{extra}",
+                    f"served={run.served} exit={run.exit_code} load={run.load:.1f}{extra}",
                     flush=True,
                 )
         n_store, size_store, state_store = disk(runs["crawl-store"][-1].workspace)
@@ -160,8 +168,10 @@ def main() -> None:
         f"{sys.version.split()[0]}"
     )
     print()
-    print("| variant | median wall s | median CPU s | requests served | failed runs |")
-    print("| --- | ---: | ---: | ---: | ---: |")
+    print(
+        "| variant | median wall s | median CPU s | requests served | failed runs | load (1 min) |"
+    )
+    print("| --- | ---: | ---: | ---: | ---: | ---: |")
     med: dict[str, dict[str, float]] = {}
     for name, rs in runs.items():
         med[name] = {
@@ -170,19 +180,23 @@ def main() -> None:
         }
         served = statistics.median(r.served for r in rs)
         failed = sum(1 for r in rs if r.exit_code != 0)
+        loads = [r.load for r in rs]
         print(
             f"| {name} | {med[name]['wall']:.2f} | {med[name]['cpu']:.2f} | {served:.0f} "
-            f"| {failed} |"
+            f"| {failed} | {min(loads):.1f}-{max(loads):.1f} |"
         )
     print()
-    store, nostore, reparse = (runs[v] for v in VARIANTS)
+    store, nostore, reparse, reparse1 = (runs[v] for v in VARIANTS)
     paired_wall = statistics.median(c.wall / r.wall for c, r in zip(store, reparse, strict=True))
     paired_cpu = statistics.median(c.cpu / r.cpu for c, r in zip(store, reparse, strict=True))
+    one_wall = statistics.median(c.wall / r.wall for c, r in zip(store, reparse1, strict=True))
+    one_cpu = statistics.median(c.cpu / r.cpu for c, r in zip(store, reparse1, strict=True))
     cost_cpu = statistics.median(a.cpu / b.cpu for a, b in zip(store, nostore, strict=True))
     cost_wall = statistics.median(a.wall / b.wall for a, b in zip(store, nostore, strict=True))
     print(
         f"reparse speed-up over the crawl (median of per-round ratios): wall "
-        f"{paired_wall:.1f}x, CPU {paired_cpu:.1f}x"
+        f"{paired_wall:.1f}x, CPU {paired_cpu:.1f}x; with --processes 1: wall "
+        f"{one_wall:.1f}x, CPU {one_cpu:.1f}x"
     )
     print(
         f"cost of storing responses (crawl-store / crawl-nostore, median of per-round "

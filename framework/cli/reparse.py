@@ -12,15 +12,23 @@ import logging
 import click
 
 from framework import progress
-from framework.errors import Halted, WorkspaceError
+from framework.errors import Halted, UsageError, WorkspaceError
 from framework.project import find_root, resolve_job, workspace_path
 
 
 @click.command("reparse")
 @click.argument("job")
 @click.option("--workspace", default=None, help="workspace folder (default var/<job>)")
+@click.option(
+    "--processes",
+    default="auto",
+    show_default=True,
+    metavar="N|auto",
+    help="processes that parse the pages (one writes); auto: one per core, 1 for fewer "
+    "than 1,000 stored pages",
+)
 @click.option("-q", "--quiet", is_flag=True, help="warnings and errors only, no progress line")
-def reparse(job: str, workspace: str | None, quiet: bool) -> int:
+def reparse(job: str, workspace: str | None, processes: str, quiet: bool) -> int:
     """Re-extract every page stored in JOB's workspace with the current spec, without
     fetching anything: changed items get a new content hash (and ship again), new links
     become pending rows for the next crawl.
@@ -40,7 +48,7 @@ def reparse(job: str, workspace: str | None, quiet: bool) -> int:
     log.addHandler(handler)
     log.setLevel(logging.WARNING if quiet else logging.INFO)
     try:
-        result = run(spec_path, path, progress.mode(quiet))
+        result = run(spec_path, path, progress.mode(quiet), _processes(processes))
     finally:
         log.removeHandler(handler)
     c = result.counts
@@ -69,3 +77,15 @@ def reparse(job: str, workspace: str | None, quiet: bool) -> int:
             f"`framework status {spec.name}`, then fix the spec and reparse again"
         )
     return 0
+
+
+def _processes(value: str) -> int | str:
+    if value == "auto":
+        return value
+    try:
+        n = int(value)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise UsageError(f"--processes: expected a number of 1 or more, or auto; got {value!r}")
+    return n

@@ -1,0 +1,157 @@
+"""The reparse's fast paths give what reading the pages one by one gives: commits
+grouped (FRAMEWORK_REPARSE_BATCH pages per transaction) and the parse in worker
+processes (--processes) change no item, hash, row or count; a reparse killed at any
+moment leaves a whole workspace that the next reparse finishes to the same items."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from framework.workspace import Workspace
+from framework.workspace.integrity import ensure_whole
+from tests.fixtures.crawl import CLI, events, item_hashes, run_cli, workspace_items
+from tests.fixtures.site import write_good_spec
+
+OLD, NEW = '".court::text"', '".courtroom::text"'  # the new one changes every item
+NEW_TAB = """    extra:                              # a new sub-tab: a new pending row per item
+      url: "/cases/{id}/tab/extra"
+      each: "li"
+      fields:
+        name: "a::text"
+    documents:"""
+
+
+@pytest.fixture
+def crawled(make_site, tmp_path) -> tuple[Path, Path]:
+    """A crawled workspace of the fixture site (pages stored), then the spec changed
+    so that a reparse changes every detail item."""
+    site = make_site()
+    spec = write_good_spec("cases", site.url, tmp_path)
+    ws = tmp_path / "ws"
+    r = run_cli("crawl", str(spec), "--workspace", str(ws), "-q")
+    assert r.returncode == 4, r.stderr[-2000:]  # the fixture site's broken pages
+    text = spec.read_text(encoding="utf-8")
+    assert OLD in text
+    text = text.replace(OLD, NEW).replace("    documents:", NEW_TAB)
+    spec.write_text(text, encoding="utf-8")
+    return spec, ws
+
+
+def _rows(ws: Path) -> list[tuple[Any, ...]]:
+    with sqlite3.connect(ws / "state.sqlite") as conn:
+        return conn.execute(
+            "SELECT id, fingerprint, kind, status, attempts, last_error_kind, context "
+            "FROM rows ORDER BY id"
+        ).fetchall()
+
+
+def _finished(ws: Path) -> dict[str, Any]:
+    done = [e for e in events(ws) if e["event"] == "reparse_finished"][-1]
+    return {k: v for k, v in done.items() if k not in ("time", "duration_s", "cpu_s", "processes")}
+
+
+def _reparse(spec: Path, ws: Path, *args: str, batch: int | None = None):
+    env = {**os.environ}
+    if batch is not None:
+        env["FRAMEWORK_REPARSE_BATCH"] = str(batch)
+    return subprocess.run(
+        [*CLI, "reparse", str(spec), "--workspace", str(ws), "-q", *args],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+        env=env,
+    )
+
+
+def test_groups_and_workers_give_what_one_by_one_gives(crawled, tmp_path) -> None:
+    spec, ws = crawled
+    before = item_hashes(ws)
+    ways = {
+        "one by one": ("--processes", "1", 1),
+        "groups of 7": ("--processes", "1", 7),
+        "2 workers, groups of 50": ("--processes", "2", 50),
+    }
+    got: dict[str, tuple[Any, ...]] = {}
+    for name, (flag, n, batch) in ways.items():
+        copy = tmp_path / f"ws-{n}-{batch}"
+        shutil.copytree(ws, copy)
+        r = _reparse(spec, copy, flag, n, batch=batch)
+        assert r.returncode == 0, (name, r.stderr[-2000:])
+        started = [e for e in events(copy) if e["event"] == "reparse_started"][-1]
+        assert started["processes"] == int(n)
+        cpu = [e for e in events(copy) if e["event"] == "reparse_finished"][-1]["cpu_s"]
+        assert (cpu["workers"] > 0) == (int(n) > 1)  # the parse ran where it was sent
+        got[name] = (workspace_items(copy), item_hashes(copy), _rows(copy), _finished(copy))
+    first = got["one by one"]
+    items, hashes, rows, finished = first
+    assert finished["counts"]["items_changed"] == len(before) > 50  # the change reached all
+    assert finished["counts"]["rows_new"] == len(before)
+    assert all(hashes[k][0] != before[k][0] for k in before)
+    assert all(item["court"] is None for item in items.values())
+    for name, other in got.items():
+        assert other[0] == items, name
+        assert other[1] == hashes, name
+        assert other[2] == rows, name
+        assert other[3] == finished, name
+
+
+def test_a_reparse_killed_at_any_moment_leaves_a_whole_workspace(crawled, tmp_path) -> None:
+    spec, ws = crawled
+    reference = tmp_path / "reference"
+    shutil.copytree(ws, reference)
+    r = _reparse(spec, reference, "--processes", "2", batch=5)
+    assert r.returncode == 0, r.stderr[-2000:]
+    want_items, want_hashes = workspace_items(reference), item_hashes(reference)
+    old = item_hashes(ws)
+
+    env = {**os.environ, "FRAMEWORK_REPARSE_BATCH": "5", "FRAMEWORK_PROGRESS_INTERVAL": "1e-6"}
+    proc = subprocess.Popen(
+        [*CLI, "reparse", str(spec), "--workspace", str(ws), "--processes", "2"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        start_new_session=True,  # its workers die with it
+    )
+    assert proc.stderr is not None
+    seen = 0
+    deadline = time.monotonic() + 120
+    for line in proc.stderr:  # killed mid-way: after a few dozen pages were read
+        if line.startswith("progress: reparse "):
+            seen += 1
+            if seen >= 40:
+                break
+        assert time.monotonic() < deadline
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(30)
+    proc.stderr.close()
+    assert seen >= 40, "the reparse ended before it could be killed"
+
+    with Workspace.open(ws, create=False, readonly=True) as opened:
+        ensure_whole(opened, deep=True)
+    partial = item_hashes(ws)
+    assert sorted(partial) == sorted(old)
+    changed = {k for k in old if partial[k][0] != old[k][0]}
+    assert all(partial[k][0] == want_hashes[k][0] for k in changed)  # whole outcomes only
+    logged_events = [json.loads(x) for x in (ws / "events.jsonl").read_text().splitlines()]
+    starts = [i for i, e in enumerate(logged_events) if e["event"] == "reparse_started"]
+    reparsed = logged_events[starts[-1] :]
+    assert not [e for e in reparsed if e["event"] == "reparse_finished"]
+    logged = {k for e in reparsed if e["event"] == "items_changed" for k in e["keys"]}
+    assert logged == changed  # an event only for what was committed
+
+    r = _reparse(spec, ws, "--processes", "2")
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert workspace_items(ws) == want_items
+    assert item_hashes(ws) == want_hashes
