@@ -120,6 +120,7 @@ def main() -> None:
         default=str(ROOT / "bench" / "crawlee_crawl.py"),
         help="the crawlee-python script (bench/crawlee_crawl.py); '' to leave crawlee out",
     )
+    parser.add_argument("--only", default="", help="comma-separated variant names")
     parser.add_argument("--keep", action="store_true", help="keep the work folder")
     args = parser.parse_args()
     cmd = ".venv/bin/python bench/bench_processes.py " + " ".join(
@@ -128,6 +129,8 @@ def main() -> None:
     variants = ["one", "two", "two-16"]
     if args.crawlee:
         variants += ["crawlee-memory", "crawlee-file"]
+    if args.only:
+        variants = [v for v in variants if v in args.only.split(",")]
     work = Path(tempfile.mkdtemp(prefix="bench-processes-"))
     site = Site(args.cases)
     runs: dict[str, list[Run]] = {v: [] for v in variants}
@@ -166,7 +169,7 @@ def main() -> None:
     print()
     for mine in ("two", "two-16"):
         for other in variants:
-            if other.startswith("two") or not med.get(other):
+            if mine not in med or other.startswith("two") or not med.get(other):
                 continue
             paired = statistics.median(
                 x.wall / y.wall for x, y in zip(runs[mine], runs[other], strict=True)
@@ -175,7 +178,8 @@ def main() -> None:
                 f"wall {mine} / {other}: {med[mine] / med[other]:.3f}x "
                 f"(median of per-round ratios {paired:.3f}x)"
             )
-    one, two = runs["one"][0].workspace, runs["two"][0].workspace
+    one = runs["one"][0].workspace if "one" in runs else None
+    two = runs["two"][0].workspace if "two" in runs else None
     if one is not None and two is not None:
         a, b = items(one), items(two)
         same = a == b
