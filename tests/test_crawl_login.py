@@ -497,3 +497,29 @@ def test_preview_logs_in_first_and_shows_a_protected_page(
     assert "login failed: nothing matches 'a.logout'" in r.stderr
     assert "Record number 7" not in r.stdout
     assert site.logins == 1
+
+
+def test_sigterm_while_logging_in_is_an_interruption_not_a_failed_login(
+    login_site: Callable[..., LoginSite],
+    tmp_path: Path,
+    creds: None,
+) -> None:
+    site = login_site(username=USER, password=PASSWORD, delay=3.0)  # a slow login page
+    spec = write_spec(tmp_path, site)
+    ws = tmp_path / "ws"
+    proc = subprocess.Popen(
+        [*CLI, "crawl", str(spec), "--workspace", str(ws)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 60
+    while not site.requests_to("/login") and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert site.requests_to("/login")
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 3, err[-3000:]  # a checkpoint: run again
+    assert "login failed" not in err
+    assert "login_failed" not in [e["event"] for e in events(ws)]
+    assert site.requests_to("/records") == []

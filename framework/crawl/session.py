@@ -48,7 +48,7 @@ from scrapy.utils.defer import maybe_deferred_to_future
 from tldextract import TLDExtract
 from twisted.internet.defer import Deferred
 
-from framework.crawl.politeness import Abandoned
+from framework.crawl.politeness import Abandoned, _engine_closing
 from framework.crawl.safety import shown
 from framework.workspace import ErrorKind
 
@@ -122,10 +122,13 @@ class Session:
 
     # ------------------------------------------------------------------ login
     async def start(self) -> bool:
-        """The first login of the run; False (said, recorded) when it failed."""
+        """The first login of the run; False when it failed (said, recorded: then
+        ``failed`` is set) or the crawl is stopping meanwhile (a signal: not a failure)."""
         try:
             await self._login("start")
         except LoginFailed as exc:
+            if _engine_closing(self.crawler):
+                return False
             self._fail(REASON_LOGIN_FAILED, str(exc), stop=False)
             return False
         return True

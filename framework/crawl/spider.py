@@ -147,6 +147,8 @@ class JobSpider(scrapy.Spider):
             return
         # the login comes before any other request, and before any row is touched
         if self.session is not None and not await self.session.start():
+            if self.session.failed is None:
+                return  # stopping (a signal) while logging in: the rows wait
             self.runtime.stop_reason = REASON_LOGIN_FAILED
             raise CloseSpider(REASON_LOGIN_FAILED)
         if self.runtime.claiming:  # one of `--processes N`: rows by lease (workers.py)
