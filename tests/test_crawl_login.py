@@ -523,3 +523,42 @@ def test_sigterm_while_logging_in_is_an_interruption_not_a_failed_login(
     assert "login failed" not in err
     assert "login_failed" not in [e["event"] for e in events(ws)]
     assert site.requests_to("/records") == []
+
+
+def test_a_json_login_whose_session_is_a_token_in_the_answer(
+    login_site: Callable[..., LoginSite],
+    tmp_path: Path,
+    crawl_cli: Callable[..., Any],
+    creds: None,
+) -> None:
+    # no cookie at all: the session is the token, sent as a header; it expires too
+    site = login_site(username=USER, password=PASSWORD, records=30, expire_after=12)
+    site.api_cookie = False
+    text = SPEC.replace(
+        """  url: /login
+  form: "form#login"
+  fields:
+    username: "{{env:FW_LOGIN_USER}}"
+    password: "{{env:FW_LOGIN_PASSWORD}}"
+  success: {{css: "a.logout", cookie: sessionid}}
+""",
+        """  url: /api/login
+  json: {{username: "{{env:FW_LOGIN_USER}}", password: "{{env:FW_LOGIN_PASSWORD}}"}}
+  token: {{json: "$.data.token", header: Authorization, value: "Bearer {{token}}"}}
+  expired: {{url: "/login"}}  # pages redirect to the login form, not to /api/login
+""",
+    )
+    assert "$.data.token" in text
+    spec = write_spec(tmp_path, site, text)
+    ws = tmp_path / "ws"
+    r = crawl(crawl_cli, spec, ws, "-L", "DEBUG")
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert_truth(ws, site)
+    assert site.logins >= 3  # 33 pages at 12 a session
+    pages = site.requests_to("/records")
+    assert all(q.headers.get("authorization", "").startswith("Bearer ") for q in pages)
+    assert not any("sessionid=" in q.headers.get("cookie", "") for q in pages)
+    with Workspace.open(ws, create=False, readonly=True) as w:
+        stored = [s.body for _, s in w.store.iter_responses()]
+    assert all(b'data-session="{session:token}"' in body for body in stored)
+    assert_nowhere(secrets_seen(site), ws, r.stdout, r.stderr)

@@ -50,6 +50,7 @@ from twisted.internet.defer import Deferred
 
 from framework.crawl.politeness import Abandoned, _engine_closing
 from framework.crawl.safety import shown
+from framework.extract.fields import compile_jsonpath
 from framework.workspace import ErrorKind
 
 if TYPE_CHECKING:
@@ -119,6 +120,8 @@ class Session:
         self._busy = False
         self._waiters: list[Deferred[None]] = []
         self._fruitless = 0  # logins since a page was fetched under the current one
+        # login.token: the header that carries the session (name, value); never logged
+        self.token_header: tuple[str, str] | None = None
 
     # ------------------------------------------------------------------ login
     async def start(self) -> bool:
@@ -190,6 +193,8 @@ class Session:
         problem = self._judge(answer)
         if problem is not None:
             raise LoginFailed(problem)
+        if self.spec.token is not None:
+            self._take_token(answer)
         self.generation += 1
         login_jar = jars.get(LOGIN_JAR)
         if login_jar is not None:
@@ -229,12 +234,30 @@ class Session:
         if ok.cookie is not None and ok.cookie not in {c.name for c in self._jar(LOGIN_JAR)}:
             return f"no cookie {ok.cookie!r} was set {where} (wrong credentials?)"
         judged = ok.css is not None or ok.cookie is not None or ok.status is not None
-        if not judged and (
-            self._login_like(response.url)
-            or (self.spec.form is not None and _matches(response, self.spec.form))
+        form = self.spec.form
+        # (a JSON login answers at its own URL: only a form login is judged so)
+        if (
+            not judged
+            and form is not None
+            and (self._login_like(response.url) or _matches(response, form))
         ):
             return f"the login form came back {where} (wrong credentials?)"
         return None
+
+    def _take_token(self, answer: Response) -> None:
+        token = self.spec.token
+        assert token is not None
+        where = f"in the answer to the login at {self.shown_url}"
+        try:
+            found = compile_jsonpath(token.json_path).find(json.loads(answer.body))
+        except ValueError:
+            raise LoginFailed(f"the answer to the login at {self.shown_url} is not JSON") from None
+        value = found[0] if found else None
+        if not isinstance(value, str | int) or isinstance(value, bool) or not str(value):
+            raise LoginFailed(f"no token at {token.json_path} {where}")
+        for secrets in self._masks:
+            secrets.add_mask("session:token", str(value))
+        self.token_header = (token.header, token.value.replace("{token}", str(value)))
 
     def _jars(self) -> dict[Any, CookieJar]:
         """The cookie middleware's jars (none when COOKIES_ENABLED is off)."""
@@ -394,6 +417,9 @@ class SessionMiddleware:
         if session is None:
             return
         await session.ready()
+        if session.token_header is not None:  # the current login's, on a retry too
+            name, value = session.token_header
+            request.headers[name] = value
         # a redirect hop keeps the login its first request was sent under
         request.meta.setdefault(_ORIGINAL, request)
         request.meta.setdefault(_GENERATION, session.generation)

@@ -510,6 +510,15 @@ class SessionExpired(_Strict):
         return [value] if isinstance(value, int) else value
 
 
+class LoginToken(_Strict):
+    """A session that is a token in the login's JSON answer (not a cookie), sent as a
+    header with every page request from then on."""
+
+    json_path: str = Field(alias="json")  # where the token is in the answer: $.token
+    header: str = "Authorization"
+    value: str = "Bearer {token}"  # what the header says; {token} is the token
+
+
 class LoginSpec(_Strict):
     """A login run before any other request of a crawl (and on every resume), and again
     whenever a page says the session expired (framework/crawl/session.py)."""
@@ -520,6 +529,7 @@ class LoginSpec(_Strict):
     json_body: Any = Field(default=None, alias="json")  # POST this document instead
     success: LoginSuccess = LoginSuccess()
     expired: SessionExpired = SessionExpired()
+    token: LoginToken | None = None  # the session is a token in the answer, not a cookie
     # new logins in a row with no page fetched between them before the run stops
     max_relogins: int = Field(default=3, ge=1, le=100)
 

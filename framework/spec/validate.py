@@ -674,6 +674,13 @@ class _Checker:
             self.selector((*path, "expired", "css"), login.expired.css, kind="css")
         if login.expired.url is not None:
             self.regex((*path, "expired", "url"), login.expired.url)
+        if login.token is not None:
+            tpath: Path_ = (*path, "token")
+            self.jsonpath((*tpath, "json"), login.token.json_path)
+            if not _HEADER_NAME.match(login.token.header):
+                self.add((*tpath, "header"), f"header name {login.token.header!r}", "Authorization")
+            if "{token}" not in login.token.value or "\n" in login.token.value:
+                self.add((*tpath, "value"), "a token header without {token}", '"Bearer {token}"')
         if self.spec.settings.get("COOKIES_ENABLED") is False:
             self.add(
                 ("settings", "COOKIES_ENABLED"),
