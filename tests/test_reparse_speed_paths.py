@@ -155,3 +155,16 @@ def test_a_reparse_killed_at_any_moment_leaves_a_whole_workspace(crawled, tmp_pa
     assert r.returncode == 0, r.stderr[-2000:]
     assert workspace_items(ws) == want_items
     assert item_hashes(ws) == want_hashes
+
+
+def test_how_many_processes_parse() -> None:
+    from framework.crawl.reparse import processes_for
+    from framework.errors import UsageError
+
+    assert processes_for(3, 10) == 3  # asked for: given, whatever the size
+    assert processes_for("2", 10) == 2
+    assert processes_for("auto", 999) == 1  # a small workspace is not worth a fork
+    cores = len(os.sched_getaffinity(0))
+    assert 1 <= processes_for("auto", 100_000) <= cores  # idle cores only, at least 1
+    with pytest.raises(UsageError):
+        processes_for(0, 10)
