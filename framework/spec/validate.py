@@ -681,7 +681,7 @@ class _Checker:
                 self.add((*tpath, "header"), f"header name {login.token.header!r}", "Authorization")
             if "{token}" not in login.token.value or "\n" in login.token.value:
                 self.add((*tpath, "value"), "a token header without {token}", '"Bearer {token}"')
-        if self.spec.settings.get("COOKIES_ENABLED") is False:
+        if self.spec.settings.get("COOKIES_ENABLED") is False and login.token is None:
             self.add(
                 ("settings", "COOKIES_ENABLED"),
                 "COOKIES_ENABLED: false with a `login:` (the session is a cookie)",
