@@ -8,7 +8,7 @@ alike), with the job bench/specs/bench.yaml:
 * ``crawl-nostore``  the same with ``-s FRAMEWORK_STORE_RESPONSES=False``
 * ``reparse``        ``framework reparse`` of the workspace ``crawl-store`` just filled:
   the same pages, the same spec, no request (the site's counter must stay at 0), with
-  its default ``--processes auto`` (the parse in one worker per core, one writer)
+  its default ``--processes auto`` (the parse in one worker per idle core, one writer)
 * ``reparse-1``      the same with ``--processes 1`` (everything in one process)
 
 Reported: median wall and CPU seconds (user+system of the child and its workers:
