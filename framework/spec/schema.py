@@ -112,6 +112,22 @@ def job_schema() -> dict[str, Any]:
         "anyOf": [follow, {"$ref": "#/$defs/FollowRule"}],
         "default": [],
     }
+    # a status check as one number as well as a list (`status: 403`)
+    for name in ("BlockRule", "SessionExpired"):
+        status = defs[name]["properties"]["status"]
+        default = status.pop("default", None)
+        defs[name]["properties"]["status"] = {
+            "anyOf": [{"type": "integer"}, status],
+            "default": default,
+        }
+    # `blocked:` as one rule as well as a list of them, wherever it may be written
+    for node in [schema, *defs.values()]:
+        blocked = node.get("properties", {}).get("blocked")
+        if blocked is not None:
+            node["properties"]["blocked"] = {
+                "anyOf": [{"$ref": "#/$defs/BlockRule"}, blocked],
+                "default": [],
+            }
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "$id": SCHEMA_ID,
