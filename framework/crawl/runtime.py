@@ -279,9 +279,14 @@ class CrawlRuntime:
                 # one of `--processes N`: the parent holds the lock, shared (workers.py)
                 runtime._stack.enter_context(shared_crawl_lock(ws))
                 runtime.claiming = True
-                runtime.lease_batch = s.getint(BATCH_SETTING, 0) or 2 * max(
-                    1, s.getint("CONCURRENT_REQUESTS", 16)
+                # rows held: what it can have in flight on one host, twice (in flight,
+                # and as many waiting); more would leave the other workers idle while
+                # this one sits on the rows it found
+                in_flight = min(
+                    s.getint("CONCURRENT_REQUESTS", 16),
+                    s.getint("CONCURRENT_REQUESTS_PER_DOMAIN", 8),
                 )
+                runtime.lease_batch = s.getint(BATCH_SETTING, 0) or 2 * max(1, in_flight)
             else:
                 runtime._stack.enter_context(ws.lock("crawl"))
             runtime.leases = Leases(ws.store, s.getfloat(LEASE_SETTING, LEASE_SECONDS))
@@ -346,7 +351,9 @@ class CrawlRuntime:
         )
         self._heartbeat = Heartbeat(leases, self._leases_lost)
         self._heartbeat.start()
-        idle = min(0.5, leases.lease_seconds / 4)
+        # rows another worker finds appear at any moment: look again soon (a claim is one
+        # short transaction); this worker's own commits wake it at once
+        idle = min(0.05, leases.lease_seconds / 4)
         max_attempts = self.limits.max_attempts
         while self.stop_reason is None:
             room = self.lease_batch - len(leases.tokens)
@@ -360,7 +367,7 @@ class CrawlRuntime:
                 continue
             if not leases.tokens and not leases.others_working(max_attempts):
                 return  # nothing open is left to anyone: the engine closes when idle
-            await _sleep(idle)
+            await self._room_freed(idle)
 
     async def _room_freed(self, timeout: float) -> None:
         """Until half the batch is free again (a commit woke it), or ``timeout``."""
@@ -986,6 +993,8 @@ class CrawlRuntime:
             self._stored(res.response_bytes)
         token = self.leases.tokens.pop(row.id, None) if self.claiming and self.leases else None
         handled.rows.extend(self._adopt(res.inserted) if self.claiming else res.inserted)
+        if self.claiming and res.inserted:
+            self._wake_claimer()  # rows it did not take are free: claim them (or not)
         if not outcome.ok and not host_down:  # a down host's attempt is given back
             exhausted = not outcome.retryable or res.attempt >= self.limits.max_attempts
             if exhausted:
@@ -1471,15 +1480,6 @@ def _describe(exc: BaseException) -> str:
     if reasons and (not text or text.startswith("[<")):
         text = "; ".join(f"{type(r).__name__}: {r}".rstrip(": ") for r in reasons[:3])
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
-
-async def _sleep(seconds: float) -> None:
-    """Wait on the reactor (whichever Scrapy installed) without blocking it."""
-    from scrapy.utils.defer import maybe_deferred_to_future
-    from twisted.internet import reactor
-    from twisted.internet.task import deferLater
-
-    await maybe_deferred_to_future(deferLater(reactor, seconds, lambda: None))
 
 
 async def _wait(deferred: Any) -> None:
