@@ -155,6 +155,8 @@ def test_a_worker_killed_mid_crawl_leaves_the_other_to_finish(
 
     lines = url_log(ws)
     _assert_no_ok_row_fetched_again(lines)
+    # both fetched: rows a worker finds are not all kept by it (the other would idle)
+    assert {line.get("worker") for line in lines} >= set(found)
     fetched = _hits(site) - before
     assert set(fetched) == set(before)  # every page of the site, by both crawls
     repeated = {page: n for page, n in fetched.items() if n > 1}
