@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -47,6 +48,21 @@ class SqliteBackend(Backend):
     def _conn(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is None:
+            conn = self._open()
+            self._local.conn = conn
+            with self._all_lock:
+                self._all.append(conn)
+        return conn
+
+    def _open(self) -> sqlite3.Connection:
+        # Switching a new file to WAL takes an exclusive lock, and SQLite answers
+        # "database is locked" at once, without its busy handler, when another
+        # connection is opening the same file at that instant (three servers started
+        # together on one empty database). That race is retried until busy_timeout.
+        deadline = time.monotonic() + self.busy_timeout_ms / 1000
+        delay = 0.005
+        while True:
+            conn: sqlite3.Connection | None = None
             try:
                 conn = sqlite3.connect(
                     self.path,
@@ -59,12 +75,18 @@ class SqliteBackend(Backend):
                 # WAL + NORMAL survives a crash of the process; only power loss can
                 # lose the last commits. The raw-rate benchmark uses the same settings.
                 conn.execute("PRAGMA synchronous = NORMAL")
+                return conn
+            except sqlite3.OperationalError as exc:
+                if conn is not None:
+                    conn.close()
+                if "locked" not in str(exc) or time.monotonic() >= deadline:
+                    raise BackendUnavailable(f"cannot open {self.path}: {exc}") from exc
+                time.sleep(delay)
+                delay = min(delay * 2, 0.1)
             except sqlite3.Error as exc:
+                if conn is not None:
+                    conn.close()
                 raise BackendUnavailable(f"cannot open {self.path}: {exc}") from exc
-            self._local.conn = conn
-            with self._all_lock:
-                self._all.append(conn)
-        return conn
 
     @contextmanager
     def transaction(self, *, write: bool = True) -> Iterator[Tx]:
