@@ -4,14 +4,26 @@ Owns the command only; the selection is :class:`framework.workspace.RequeueFilte
 the update is the store's (one transaction). It holds the workspace's ``crawl`` lock
 while it runs, so it never races a running crawl (a held lock is exit 3), and records
 what it did as a ``requeued`` event in ``events.jsonl``.
+
+Before anything is opened for writing, the state file is read (read-only) and must be a
+framework workspace: opening a store for writing switches the file to WAL and creates
+the schema, which would graft our tables onto any SQLite database ``--workspace``
+happened to point at. A foreign file is a :class:`~framework.errors.WorkspaceError`
+(exit 2), with nothing in its folder touched (no lock file, no ``events.jsonl``).
 """
 
 from __future__ import annotations
 
+import sqlite3
+from pathlib import Path
+
 import click
 
 from framework.cli.status import open_job_workspace, recorded_max_attempts
+from framework.errors import WorkspaceError
+from framework.project import check_job_name, find_root, workspace_path
 from framework.workspace import RequeueFilter, deferrals, utc_now
+from framework.workspace.workspace import STATE_FILE
 
 
 @click.command("requeue")
@@ -46,6 +58,7 @@ def requeue(
     if not (errors or exhausted or kind or url_contains):
         errors = True
     which = RequeueFilter(errors=errors, exhausted=exhausted, kind=kind, url_contains=url_contains)
+    refuse_foreign_state(workspace_path(find_root(), check_job_name(job), workspace) / STATE_FILE)
     with open_job_workspace(job, workspace, readonly=False) as ws, ws.lock("crawl"):
         max_attempts = recorded_max_attempts(ws)
         count = ws.store.requeue(which, max_attempts)
@@ -78,4 +91,35 @@ def requeue(
     return 0
 
 
-__all__ = ["requeue"]
+def refuse_foreign_state(state: Path) -> None:
+    """WorkspaceError when ``state`` is a readable SQLite database that is not a
+    framework workspace (no ``meta`` table with a ``schema_version``, or no ``rows``).
+
+    Read-only (``mode=ro``: the file is never written). A missing file, or one SQLite
+    cannot read, is left to :meth:`Workspace.open`, which already says so (missing:
+    exit 2; damaged: exit 4, read-only too)."""
+    if not state.is_file():
+        return
+    try:
+        con = sqlite3.connect(f"{state.resolve().as_uri()}?mode=ro", uri=True)
+    except sqlite3.Error:
+        return
+    try:
+        tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        version = (
+            con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+            if "meta" in tables
+            else None
+        )
+    except sqlite3.DatabaseError:
+        return
+    finally:
+        con.close()
+    if version is None or "rows" not in tables:
+        raise WorkspaceError(
+            f"{state}: not a framework workspace (a SQLite file without its schema version); "
+            "requeue changed nothing: check --workspace"
+        )
+
+
+__all__ = ["refuse_foreign_state", "requeue"]
