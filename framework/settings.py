@@ -55,6 +55,9 @@ def default_settings(job: str) -> dict[str, Any]:
         # The rows are the queue and the dedupe: see framework.crawl.scheduler.
         "SCHEDULER": "framework.crawl.scheduler.MemoryScheduler",
         "DUPEFILTER_CLASS": "scrapy.dupefilters.BaseDupeFilter",
+        # Scrapy 2.19's, with CONCURRENT_REQUESTS_PER_DOMAIN (and a slot's concurrency)
+        # holding on the asyncio reactor: framework.crawl.downloader
+        "DOWNLOADER": "framework.crawl.downloader.Downloader",
         # Scrapy writes spider.state into JOBDIR on close; the workspace replaces it.
         # SIGINT/SIGTERM: a bounded stop that leaves in-flight rows pending (stopping.py)
         "EXTENSIONS": {

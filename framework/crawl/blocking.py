@@ -8,12 +8,13 @@ every other middleware's ``process_request``, before any ``process_response``):
 request whose kind has no rate of its own. Requests without any rate pass untouched.
 
 Why not Scrapy's download slots (``meta["download_slot"]`` + ``DOWNLOAD_SLOTS``):
-measured with Scrapy 2.19 on the asyncio reactor, a slot's ``concurrency`` does not
-hold (the downloader starts each download in a task that runs after its dispatch loop
-has looked at the free slots, so requests that arrive together all pass: 6 details in
-flight under ``concurrency: 2``, 8 pages under ``CONCURRENT_REQUESTS_PER_DOMAIN=2``).
-Its delay does hold, but one mechanism for both limits is easier to trust. A request
-waiting at a gate holds one of ``CONCURRENT_REQUESTS``, as a Retry-After wait does.
+measured with Scrapy 2.19 on the asyncio reactor, a slot's ``concurrency`` did not
+hold (6 details in flight under ``concurrency: 2``, 8 pages under
+``CONCURRENT_REQUESTS_PER_DOMAIN=2``); framework.crawl.downloader now fixes that for
+the per-host limit, but a kind's gate must also pace starts (``per_second``) and be
+shared by a job-level rate across hosts, so one mechanism of our own serves both. A
+request waiting at a gate holds one of ``CONCURRENT_REQUESTS``, as a Retry-After wait
+does.
 
 **Soft bans.** A site that blocks a crawler rarely says so with a clean error: it
 answers 200 with a captcha, or redirects to ``/captcha``. Stored as a page, that is
