@@ -17,7 +17,10 @@ retry time (:func:`backoff_delay`) in the request's ``fw_not_before``, which
 ``process_request`` honours like an earlier run's deadline.
 
 :class:`RobotsTxtFailures` turns a robots.txt that cannot be fetched (a host that is
-down, a name that does not resolve) into one log line instead of Scrapy's traceback.
+down, a name that does not resolve) into one log line instead of Scrapy's traceback,
+and sends robots.txt requests through the spec's ``rate:`` gate
+(:mod:`framework.crawl.blocking`): Scrapy's RobotsTxtMiddleware builds them itself,
+without the gate's meta, so they would pass the gate that holds every page.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ import re
 import time
 from collections.abc import Callable
 from email.utils import parsedate_to_datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from scrapy.exceptions import IgnoreRequest
@@ -156,7 +159,15 @@ class RetryAfterMiddleware:
 
 
 class RobotsTxtFailures:
-    """One log line when a host's robots.txt cannot be fetched.
+    """robots.txt requests: through the rate gate, and one log line when one fails.
+
+    **The gate.** A robots.txt request counts as a request of the job's start kind (the
+    kind of the request that comes first to a host): it waits at that kind's gate, else
+    at the job's, as :meth:`framework.crawl.blocking.Slots.meta` says for the kind, so a
+    ``rate: {concurrency: 1}`` holds for robots.txt too. This middleware's
+    ``process_request`` runs before the gate's (555 < 950) and only adds the meta.
+
+    **Failures.** One log line when a host's robots.txt cannot be fetched.
 
     Scrapy's RobotsTxtMiddleware logs any failure of its robots.txt download at ERROR
     with the whole traceback (some 90 lines for a refused connection) and then crawls as
@@ -165,6 +176,23 @@ class RobotsTxtFailures:
     ``IgnoreRequest``: the crawl behaves exactly as before, only the log changes. The
     pages' own requests then fail (or not) on their own, as typed row errors.
     """
+
+    def __init__(self, gate_meta: dict[str, Any] | None = None) -> None:
+        self.gate_meta = dict(gate_meta or {})  # empty: no rate in the spec
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> Self:
+        spidercls = crawler.spidercls
+        slots = getattr(spidercls, "slots", None)
+        compiled = getattr(spidercls, "compiled", None)
+        if not slots or compiled is None:
+            return cls()
+        return cls(slots.meta(compiled.start_kind))
+
+    def process_request(self, request: Request) -> None:
+        if self.gate_meta and _is_robots_request(request):
+            for key, value in self.gate_meta.items():
+                request.meta.setdefault(key, value)
 
     def process_exception(self, request: Request, exception: Exception) -> None:
         if not _is_robots_request(request) or isinstance(exception, IgnoreRequest):
