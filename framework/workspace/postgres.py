@@ -1,0 +1,743 @@
+"""The :class:`~framework.workspace.store.Store` on PostgreSQL: one job's workspace in a
+database (or a schema of one), shared by crawl workers on many machines.
+
+Owns the queue and item logic of that backend: seed, the one-transaction ``commit`` of
+a page's outcome (``commit_many``: of a group of them), item upserts and part merges,
+the completeness recomputation, requeue, refund, reset, and every read of the
+contract. Connections, schema and transactions are
+:mod:`framework.workspace.postgres_base`'s; the lease protocol is
+:mod:`framework.workspace.postgres_leases`'s. The semantics are those of
+:class:`framework.workspace.sqlite.SqliteStore`, rule for rule (the same conformance
+suite runs on both: tests/test_workspace_conformance.py):
+
+* a commit is one transaction; discovered rows are unique by fingerprint
+  (``INSERT ... ON CONFLICT DO NOTHING RETURNING``: exactly the new rows come back);
+* items are unique by dedupe key; identical content writes nothing; ``complete`` is
+  recomputed from the rows by the one SQL expression of the completeness rule;
+* a commit that carries a lease token is fenced: the row's UPDATE matches nothing when
+  its token changed, and nothing of the outcome is written;
+* readers page by keyset in bounded chunks and keep no cursor open between them.
+
+What differs is concurrency: several workers commit at once. An item key two workers
+insert at the same moment makes one transaction run again (it then finds the item and
+updates it); a deadlock between two commits is retried the same way
+(:meth:`PgBase._run`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import zlib
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from framework.errors import WorkspaceError
+from framework.workspace.postgres_base import PgBase, RetryTransaction
+from framework.workspace.records import (
+    CommitResult,
+    ErrorKind,
+    HoldWrite,
+    NewRow,
+    Outcome,
+    ResponseWrite,
+    Row,
+    RowStatus,
+    StoredItem,
+    canonical_json,
+)
+from framework.workspace.sqlite_base import (
+    _ITEM_COLS,
+    _ROW_COLS,
+    CHUNK,
+    ERROR_DETAIL_MAX,
+    ROWS_RESET_META,
+    _chunks,
+    _to_item,
+    _to_row,
+    utc_now,
+)
+from framework.workspace.store import RequeueFilter
+
+if TYPE_CHECKING:
+    import psycopg
+
+    from framework.workspace.store import Store
+
+_INSERT_COLS = (
+    "fingerprint, kind, url, method, body, body_type, parent_id, status, context, "
+    "item_key, required, created_at, updated_at"
+)
+_N_INSERT = _INSERT_COLS.count(",") + 1
+_ROW_VALUES = "(" + ", ".join(["%s"] * _N_INSERT) + ")"
+
+# The completeness rule (docs/workspace.md), the same expression as SQLite's
+# (framework/workspace/sqlite_base.py _COMPLETE_EXPR): the item's own row is ok, every
+# required row naming it is ok, and an item written as not complete waits until one
+# such row exists.
+_COMPLETE_EXPR = """(
+    (items.row_id IS NULL
+     OR EXISTS (SELECT 1 FROM rows r WHERE r.id = items.row_id AND r.status = 'ok'))
+    AND NOT EXISTS (SELECT 1 FROM rows r WHERE r.item_key = items.dedupe_key
+                    AND r.required = 1 AND r.status <> 'ok')
+    AND (items.declared_complete = 1
+         OR EXISTS (SELECT 1 FROM rows r WHERE r.item_key = items.dedupe_key
+                    AND r.required = 1))
+)"""
+
+# The fence (docs/scaling.md): a commit carrying a token writes only while the row
+# still carries that token; an ok row drops its lease in the same UPDATE.
+_OUTCOME_UPDATE = (
+    "UPDATE rows SET status = %(status)s, attempts = attempts + %(spent)s, "
+    "retryable = %(retryable)s, last_error_kind = coalesce(%(kind)s, last_error_kind), "
+    "last_error = CASE WHEN %(ok)s THEN last_error ELSE %(detail)s END, "
+    "last_http_status = %(http)s, updated_at = %(now)s, "
+    "lease_owner = CASE WHEN %(ok)s THEN NULL ELSE lease_owner END, "
+    "lease_expires_at = CASE WHEN %(ok)s THEN NULL ELSE lease_expires_at END "
+    "WHERE id = %(id)s AND (%(token)s::bigint IS NULL OR lease_token = %(token)s::bigint) "
+    "RETURNING attempts, item_key"
+)
+
+
+class PostgresStore(PgBase):
+    """The Store contract on PostgreSQL. Build with ``PostgresStore.open(url)``."""
+
+    # writes ------------------------------------------------------------------
+    def _insert_rows(
+        self, conn: psycopg.Connection[Any], rows: Sequence[NewRow], parent: int | None, now: str
+    ) -> list[Row]:
+        """Multi-row INSERT .. ON CONFLICT DO NOTHING RETURNING: exactly the rows that
+        did not exist come back (duplicates inside the batch included)."""
+        inserted: list[Row] = []
+        for chunk in _chunks(rows, CHUNK):
+            params: list[Any] = []
+            by_fp: dict[str, tuple[NewRow, str, int | None]] = {}
+            for new in chunk:
+                ctx = dict(new.context)
+                item_key = ctx.get("item_key")
+                fp = new.fingerprint
+                ctx_text = canonical_json(ctx) if ctx else "{}"
+                parent_id = new.parent_id if new.parent_id is not None else parent
+                by_fp.setdefault(fp, (new, ctx_text, parent_id))
+                params += [
+                    fp,
+                    new.kind,
+                    new.url,
+                    new.method.upper(),
+                    new.body,
+                    new.body_type,
+                    parent_id,
+                    RowStatus.PENDING.value,
+                    ctx_text,
+                    None if item_key is None else str(item_key),
+                    1 if item_key is not None and ctx.get("required", True) else 0,
+                    now,
+                    now,
+                ]
+            values = ",".join([_ROW_VALUES] * len(chunk))
+            got = conn.execute(
+                f"INSERT INTO rows ({_INSERT_COLS}) VALUES {values} "
+                "ON CONFLICT (fingerprint) DO NOTHING RETURNING id, fingerprint",
+                params,
+            ).fetchall()
+            for row_id, fp in got:
+                new, ctx_text, parent_id = by_fp[fp]
+                inserted.append(
+                    Row(
+                        id=int(row_id),
+                        kind=new.kind,
+                        url=new.url,
+                        method=new.method.upper(),
+                        body=new.body,
+                        body_type=new.body_type,
+                        parent_id=parent_id,
+                        status=RowStatus.PENDING,
+                        attempts=0,
+                        retryable=True,
+                        last_error_kind=None,
+                        last_error=None,
+                        last_http_status=None,
+                        context=json.loads(ctx_text) if new.context else {},
+                        created_at=now,
+                        updated_at=now,
+                    )
+                )
+        inserted.sort(key=lambda row: row.id)
+        return inserted
+
+    def seed(self, rows: Sequence[NewRow]) -> list[Row]:
+        now = self._clock()
+
+        def work(conn: psycopg.Connection[Any]) -> list[Row]:
+            inserted = self._insert_rows(conn, rows, None, now)
+            keys = {str(r.context["item_key"]) for r in inserted if "item_key" in r.context}
+            self._recompute(conn, keys)
+            return inserted
+
+        return self._run(work)
+
+    def commit(self, outcome: Outcome) -> CommitResult:
+        (res,) = self.commit_many([outcome])
+        if res is None:
+            raise WorkspaceError(f"commit for row {outcome.row_id} refused")
+        return res
+
+    def commit_many(self, outcomes: Sequence[Outcome]) -> list[CommitResult | None]:
+        """Commit a group of outcomes in ONE transaction, results in the same order. All
+        or none. None for an outcome refused by the fence (nothing of it written)."""
+        if not outcomes:
+            return []
+        now = self._clock()
+        return self._run(lambda conn: [self._apply_outcome(conn, o, now) for o in outcomes])
+
+    def _apply_outcome(
+        self, conn: psycopg.Connection[Any], outcome: Outcome, now: str
+    ) -> CommitResult | None:
+        """Every write of one outcome inside the caller's transaction (see
+        :meth:`SqliteStore._apply_outcome`); None: refused by the fence."""
+        status = RowStatus.OK if outcome.ok else RowStatus.ERROR
+        kind = outcome.error_kind if not outcome.ok else None
+        if not outcome.ok and kind is None:
+            kind = ErrorKind.OTHER
+        retryable = outcome.ok or (outcome.retryable and (kind is None or kind.retryable))
+        detail = (outcome.error or "")[:ERROR_DETAIL_MAX] or None
+        token = outcome.lease_token
+        got = conn.execute(
+            _OUTCOME_UPDATE,
+            {
+                "status": status.value,
+                "spent": 0 if outcome.reparse else 1,  # a re-extraction made no request
+                "retryable": int(retryable),
+                "kind": kind.value if kind else None,
+                "ok": outcome.ok,
+                "detail": detail,
+                "http": outcome.http_status,
+                "now": now,
+                "id": outcome.row_id,
+                "token": token,
+            },
+        ).fetchone()
+        if got is None:
+            if (
+                token is not None
+                and conn.execute("SELECT 1 FROM rows WHERE id = %s", (outcome.row_id,)).fetchone()
+            ):
+                return None  # fenced: nothing of this outcome is written
+            raise WorkspaceError(f"commit for unknown row id {outcome.row_id}")
+        attempt, own_key = int(got[0]), got[1]
+        stored = 0
+        if outcome.response is not None:
+            stored = self._write_response(conn, outcome.row_id, outcome.response, now)
+        history_n = 2  # a reparsed row has its items from earlier: look them up
+        if not outcome.reparse:
+            history_n = self._write_attempt(conn, outcome, status, attempt, kind, detail, now)
+        inserted = self._insert_rows(conn, outcome.new_rows, outcome.row_id, now)
+        new, changed, unchanged, keys, fresh = self._write_items(conn, outcome, now)
+        if outcome.holds or outcome.items:
+            self._settle_holds(
+                conn, outcome.holds, [w.dedupe_key for w in outcome.items], outcome.row_id, now
+            )
+        if own_key is not None:
+            keys.add(str(own_key))
+        keys.update(str(r.context["item_key"]) for r in inserted if "item_key" in r.context)
+        if history_n > 1:
+            keys.update(
+                k
+                for (k,) in conn.execute(
+                    "SELECT dedupe_key FROM items WHERE row_id = %s", (outcome.row_id,)
+                )
+            )
+        completed = self._recompute(conn, keys, fresh)
+        return CommitResult(
+            status=status,
+            attempt=attempt,
+            inserted=inserted,
+            items_new=new,
+            items_changed=len(changed),
+            changed=changed,
+            items_unchanged=unchanged,
+            completed=completed,
+            response_bytes=stored,
+        )
+
+    def _write_attempt(
+        self,
+        conn: psycopg.Connection[Any],
+        outcome: Outcome,
+        status: RowStatus,
+        attempt: int,
+        kind: ErrorKind | None,
+        detail: str | None,
+        now: str,
+    ) -> int:
+        """Append the attempt to the row's history; return its number there. The row is
+        locked by this transaction's UPDATE, so max(n) cannot race."""
+        got = conn.execute(
+            "INSERT INTO attempts (row_id, n, attempt, time, outcome, http_status, "
+            "error_kind, error) VALUES (%(id)s, (SELECT coalesce(max(n), 0) + 1 FROM attempts "
+            "WHERE row_id = %(id)s), %(attempt)s, %(now)s, %(outcome)s, %(http)s, %(kind)s, "
+            "%(detail)s) RETURNING n",
+            {
+                "id": outcome.row_id,
+                "attempt": attempt,
+                "now": now,
+                "outcome": status.value,
+                "http": outcome.http_status,
+                "kind": kind.value if kind else None,
+                "detail": detail,
+            },
+        ).fetchone()
+        assert got is not None
+        return int(got[0])
+
+    def _write_response(
+        self, conn: psycopg.Connection[Any], row_id: int, r: ResponseWrite, now: str
+    ) -> int:
+        packed = zlib.compress(r.body, 1)  # as SqliteStore: level 1, paid on every page
+        conn.execute(
+            "INSERT INTO responses (row_id, url, final_url, status, content_type, codec, "
+            "body, size, stored_at) VALUES (%s, %s, %s, %s, %s, 'zlib', %s, %s, %s) "
+            "ON CONFLICT (row_id) DO UPDATE SET url = excluded.url, "
+            "final_url = excluded.final_url, status = excluded.status, "
+            "content_type = excluded.content_type, codec = excluded.codec, "
+            "body = excluded.body, size = excluded.size, stored_at = excluded.stored_at",
+            (row_id, r.url, r.final_url, r.status, r.content_type, packed, len(packed), now),
+        )
+        return len(packed)
+
+    def _settle_holds(
+        self,
+        conn: psycopg.Connection[Any],
+        held: Sequence[HoldWrite],
+        stored_keys: Sequence[str],
+        row_id: int,
+        now: str,
+    ) -> None:
+        """As :func:`framework.workspace.holds.settle`: keep the held candidates, drop
+        the holds of keys this commit stored as items."""
+        if held:
+            with conn.cursor() as cur:
+                cur.executemany(
+                    "INSERT INTO holds (dedupe_key, status, source_type, source_id, data, "
+                    "reasons, row_id, first_held, last_held) "
+                    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) "
+                    "ON CONFLICT (dedupe_key) DO UPDATE SET status = excluded.status, "
+                    "source_type = excluded.source_type, source_id = excluded.source_id, "
+                    "data = excluded.data, reasons = excluded.reasons, "
+                    "row_id = excluded.row_id, last_held = excluded.last_held",
+                    [
+                        (
+                            h.dedupe_key,
+                            h.status,
+                            h.source_type,
+                            h.source_id,
+                            json.dumps(h.data, ensure_ascii=False, sort_keys=True, default=str),
+                            json.dumps(list(h.reasons), ensure_ascii=False, default=str),
+                            row_id,
+                            now,
+                            now,
+                        )
+                        for h in held
+                    ],
+                )
+        if stored_keys:
+            conn.execute("DELETE FROM holds WHERE dedupe_key = ANY(%s)", (list(stored_keys),))
+
+    def _write_items(
+        self, conn: psycopg.Connection[Any], outcome: Outcome, now: str
+    ) -> tuple[int, list[str], int, set[str], set[str]]:
+        """Upsert items and merge parts, comparing content hashes so identical content
+        touches nothing. The known items are read FOR UPDATE (another worker's commit on
+        the same key waits); a key another transaction inserted meanwhile makes this
+        one run again (:class:`RetryTransaction`), when it will find the item."""
+        keys = {w.dedupe_key for w in outcome.items} | {p.dedupe_key for p in outcome.parts}
+        if not keys:
+            return 0, [], 0, set(), set()
+        before: dict[str, dict[str, Any]] = {}
+        for chunk in _chunks(sorted(keys), CHUNK):
+            for key, stored, digest, names, row_id in conn.execute(
+                "SELECT dedupe_key, data, content_hash, parts, row_id FROM items "
+                "WHERE dedupe_key = ANY(%s) ORDER BY dedupe_key FOR UPDATE",
+                (list(chunk),),
+            ):
+                before[key] = {
+                    "data": stored,
+                    "hash": digest,
+                    "parts": json.loads(names) if names else [],
+                    "row_id": row_id,
+                }
+        state: dict[str, dict[str, Any]] = {}  # the state after this commit, per key
+        for w in outcome.items:
+            old = state.get(w.dedupe_key) or before.get(w.dedupe_key)
+            data = dict(w.data)
+            parts: list[str] = list(old["parts"]) if old else []
+            if old and parts:
+                # A re-crawled page does not carry its sub-tabs: keep the merged parts.
+                old_data = old["obj"] if "obj" in old else json.loads(old["data"])
+                for name in parts:
+                    if name not in data and name in old_data:
+                        data[name] = old_data[name]
+            state[w.dedupe_key] = {
+                "obj": data,
+                "parts": parts,
+                "source_type": w.source_type,
+                "source_id": w.source_id,
+                "declared": w.complete,
+                "row_id": outcome.row_id,
+            }
+        for p in outcome.parts:
+            old = state.get(p.dedupe_key)
+            if old is None:
+                prior = before.get(p.dedupe_key)
+                if prior is None:
+                    raise WorkspaceError(
+                        f"part {p.name!r} for unknown item {p.dedupe_key!r} (row {outcome.row_id})"
+                    )
+                old = state[p.dedupe_key] = {
+                    "obj": json.loads(prior["data"]),
+                    "parts": list(prior["parts"]),
+                    "row_id": prior["row_id"],
+                }
+            old["obj"][p.name] = p.value
+            if p.name not in old["parts"]:
+                old["parts"].append(p.name)
+        inserts: list[tuple[Any, ...]] = []
+        updates: list[tuple[Any, ...]] = []
+        relinks: list[tuple[Any, ...]] = []
+        new = unchanged = 0
+        changed: list[str] = []
+        for key, st in state.items():
+            text = canonical_json(st["obj"])
+            digest = "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
+            parts_text = canonical_json(sorted(st["parts"])) if st["parts"] else None
+            prior = before.get(key)
+            if prior is None:
+                new += 1
+                declared = int(st.get("declared", True))
+                inserts.append(
+                    (
+                        key,
+                        st["source_type"],
+                        st["source_id"],
+                        text,
+                        digest,
+                        now,
+                        now,
+                        declared,
+                        parts_text,
+                        st["row_id"],
+                        declared,
+                    )
+                )
+            elif prior["hash"] != digest:
+                changed.append(key)
+                declared_now = st.get("declared")
+                updates.append(
+                    (
+                        text,
+                        digest,
+                        now,
+                        parts_text,
+                        st["row_id"],
+                        None if declared_now is None else int(declared_now),
+                        st.get("source_type"),
+                        st.get("source_id"),
+                        key,
+                    )
+                )
+            else:
+                unchanged += 1
+                if prior["row_id"] is None and st["row_id"] is not None:
+                    relinks.append((st["row_id"], key))  # orphaned by reset_rows
+        with conn.cursor() as cur:
+            if inserts:
+                # `complete` starts as the declared value; _recompute corrects it
+                cur.executemany(
+                    "INSERT INTO items (dedupe_key, source_type, source_id, data, "
+                    "content_hash, first_scraped, last_scraped, declared_complete, parts, "
+                    "row_id, complete) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) "
+                    "ON CONFLICT (dedupe_key) DO NOTHING",
+                    inserts,
+                )
+                if cur.rowcount != len(inserts):  # psycopg sums executemany's rowcounts
+                    raise RetryTransaction  # another commit inserted one of these keys
+            if updates:
+                cur.executemany(
+                    "UPDATE items SET data = %s, content_hash = %s, last_scraped = %s, "
+                    "parts = %s, row_id = coalesce(%s, row_id), "
+                    "declared_complete = coalesce(%s, declared_complete), "
+                    "source_type = coalesce(%s, source_type), "
+                    "source_id = coalesce(%s, source_id) WHERE dedupe_key = %s",
+                    updates,
+                )
+            if relinks:
+                cur.executemany("UPDATE items SET row_id = %s WHERE dedupe_key = %s", relinks)
+        return new, changed, unchanged, keys, {i[0] for i in inserts}
+
+    def _recompute(
+        self, conn: psycopg.Connection[Any], keys: Iterable[str], fresh: Iterable[str] = ()
+    ) -> list[str]:
+        """Recompute ``complete`` of those items from the rows; return the keys that
+        became complete. Only items whose value changes are written."""
+        completed: list[str] = []
+        new_keys = set(fresh)
+        for chunk in _chunks(sorted(set(keys)), CHUNK):
+            got = conn.execute(
+                f"SELECT dedupe_key, complete, {_COMPLETE_EXPR} FROM items "
+                "WHERE dedupe_key = ANY(%s)",
+                (list(chunk),),
+            ).fetchall()
+            flips = [(int(now), key) for key, was, now in got if bool(was) != bool(now)]
+            if flips:
+                with conn.cursor() as cur:
+                    cur.executemany("UPDATE items SET complete = %s WHERE dedupe_key = %s", flips)
+            completed += [key for key, _, now in got if now and (key in new_keys)]
+            completed += [key for now, key in flips if now and key not in new_keys]
+        return sorted(completed)
+
+    def requeue(self, which: RequeueFilter, max_attempts: int) -> int:
+        """As :meth:`SqliteStore.requeue`: matching rows back to pending with a fresh
+        attempt budget (history kept)."""
+        where = ["status <> 'pending'"]
+        params: list[Any] = [self._clock()]
+        if which.errors or which.exhausted:
+            where.append("status = 'error'")
+        if which.exhausted:
+            where.append("(attempts >= %s OR retryable = 0)")
+            params.append(max_attempts)
+        if which.kind is not None:
+            where.append("kind = %s")
+            params.append(which.kind)
+        if which.url_contains:
+            where.append("strpos(url, %s) > 0")
+            params.append(which.url_contains)
+
+        def work(conn: psycopg.Connection[Any]) -> int:
+            got = conn.execute(
+                "UPDATE rows SET status = 'pending', attempts = 0, retryable = 1, "
+                f"updated_at = %s WHERE {' AND '.join(where)} RETURNING id, item_key",
+                params,
+            ).fetchall()
+            ids = [int(r[0]) for r in got]
+            keys = {r[1] for r in got if r[1] is not None}
+            for chunk in _chunks(ids, CHUNK):
+                keys.update(
+                    k
+                    for (k,) in conn.execute(
+                        "SELECT dedupe_key FROM items WHERE row_id = ANY(%s)", (list(chunk),)
+                    )
+                )
+            self._recompute(conn, keys)
+            return len(ids)
+
+        return self._run(work)
+
+    def refund(self, attempts: Mapping[int, int]) -> None:
+        if not attempts:
+            return
+
+        def work(conn: psycopg.Connection[Any]) -> None:
+            with conn.cursor() as cur:
+                cur.executemany(
+                    "UPDATE rows SET attempts = greatest(0, attempts - %s) WHERE id = %s",
+                    [(n, row_id) for row_id, n in sorted(attempts.items())],
+                )
+
+        self._run(work)
+
+    def reset_rows(self) -> None:
+        def work(conn: psycopg.Connection[Any]) -> None:
+            conn.execute(
+                "INSERT INTO meta (key, value) VALUES (%s, %s) "
+                "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                (ROWS_RESET_META, self._clock()),
+            )
+            conn.execute("DELETE FROM attempts")
+            conn.execute("DELETE FROM responses")
+            conn.execute("DELETE FROM rows")
+            conn.execute("UPDATE items SET row_id = NULL WHERE row_id IS NOT NULL")
+
+        self._run(work)
+
+    # reads -------------------------------------------------------------------
+    def _page(self, sql: str, params: Sequence[Any]) -> Iterator[Sequence[Any]]:
+        """Keyset pagination over ``sql``, whose ``{after}`` slot takes ``AND id > %s``
+        and which ends with ``ORDER BY id LIMIT CHUNK`` (id is its first column). No
+        cursor stays open between chunks, so the caller may commit meanwhile."""
+        last: Any = None
+        while True:
+            if last is None:
+                chunk = self._conn().execute(sql.format(after=""), params).fetchall()
+            else:
+                chunk = (
+                    self._conn().execute(sql.format(after="AND id > %s"), [*params, last])
+                ).fetchall()
+            yield from chunk
+            if len(chunk) < CHUNK:
+                return
+            last = chunk[-1][0]
+
+    def resumable(self, max_attempts: int) -> Iterator[Row]:
+        sql = (
+            f"SELECT {_ROW_COLS} FROM rows WHERE status <> 'ok' "
+            "AND (status = 'pending' OR (retryable = 1 AND attempts < %s)) {after} "
+            f"ORDER BY id LIMIT {CHUNK}"
+        )
+        for r in self._page(sql, [max_attempts]):
+            yield _to_row(r)
+
+    def get_row(self, row_id: int) -> Row | None:
+        got = self._conn().execute(f"SELECT {_ROW_COLS} FROM rows WHERE id = %s", (row_id,))
+        row = got.fetchone()
+        return None if row is None else _to_row(row)
+
+    def max_row_id(self) -> int:
+        got = self._conn().execute("SELECT coalesce(max(id), 0) FROM rows").fetchone()
+        return int(got[0]) if got else 0
+
+    def iter_rows(self, status: RowStatus | None = None, kind: str | None = None) -> Iterator[Row]:
+        where, params = ["TRUE"], []
+        if status is not None:
+            where.append("status = %s")
+            params.append(RowStatus(status).value)
+        if kind is not None:
+            where.append("kind = %s")
+            params.append(kind)
+        sql = (
+            f"SELECT {_ROW_COLS} FROM rows WHERE {' AND '.join(where)} {{after}} "
+            f"ORDER BY id LIMIT {CHUNK}"
+        )
+        for r in self._page(sql, params):
+            yield _to_row(r)
+
+    def row_counts(self) -> dict[str, dict[RowStatus, int]]:
+        counts: dict[str, dict[RowStatus, int]] = {}
+        for kind, status, n in self._conn().execute(
+            "SELECT kind, status, count(*) FROM rows GROUP BY kind, status ORDER BY kind"
+        ):
+            counts.setdefault(kind, {})[RowStatus(status)] = int(n)
+        return counts
+
+    def counts(self, max_attempts: int) -> dict[str, int]:
+        got = (
+            self._conn()
+            .execute(
+                "SELECT count(*) FILTER (WHERE status = 'pending'), "
+                "count(*) FILTER (WHERE status = 'error' AND retryable = 1 AND attempts < %s), "
+                "count(*) FILTER (WHERE status = 'error' AND (retryable = 0 OR attempts >= %s)) "
+                "FROM rows WHERE status <> 'ok'",
+                (max_attempts, max_attempts),
+            )
+            .fetchone()
+        )
+        assert got is not None
+        return {"pending": int(got[0]), "retryable": int(got[1]), "exhausted": int(got[2])}
+
+    def exhausted(self, max_attempts: int, limit: int | None = None) -> list[Row]:
+        sql = (
+            f"SELECT {_ROW_COLS} FROM rows WHERE status = 'error' "
+            "AND (retryable = 0 OR attempts >= %s) ORDER BY id"
+        )
+        params: list[Any] = [max_attempts]
+        if limit is not None:
+            sql += " LIMIT %s"
+            params.append(limit)
+        return [_to_row(r) for r in self._conn().execute(sql, params)]
+
+    def attempts(self, row_id: int) -> list[Mapping[str, Any]]:
+        cur = self._conn().execute(
+            "SELECT n, attempt, time, outcome, http_status, error_kind, error FROM attempts "
+            "WHERE row_id = %s ORDER BY n",
+            (row_id,),
+        )
+        names = [d.name for d in cur.description or ()]
+        return [dict(zip(names, r, strict=True)) for r in cur]
+
+    def failures(self, row_id: int) -> int:
+        got = self._conn().execute(
+            "SELECT count(*) FROM attempts WHERE row_id = %s AND outcome = 'error'", (row_id,)
+        )
+        row = got.fetchone()
+        return int(row[0]) if row else 0
+
+    def misbehaving(self, limit: int = 10) -> list[Row]:
+        cur = self._conn().execute(
+            f"SELECT {', '.join('r.' + c.strip() for c in _ROW_COLS.split(','))} "
+            "FROM (SELECT row_id, count(*) AS n FROM attempts WHERE outcome = 'error' "
+            "GROUP BY row_id) f JOIN rows r ON r.id = f.row_id "
+            "ORDER BY r.status = 'error' DESC, f.n DESC, r.id LIMIT %s",
+            (limit,),
+        )
+        return [_to_row(r) for r in cur]
+
+    def item_counts(self) -> dict[str, int]:
+        got = self._conn().execute(
+            "SELECT count(*) FILTER (WHERE complete = 1), count(*) FILTER (WHERE complete = 0) "
+            "FROM items"
+        )
+        row = got.fetchone()
+        assert row is not None
+        return {"complete": int(row[0]), "incomplete": int(row[1])}
+
+    def incomplete_keys(self, limit: int) -> list[str]:
+        cur = self._conn().execute(
+            "SELECT dedupe_key FROM items WHERE complete = 0 ORDER BY dedupe_key LIMIT %s",
+            (limit,),
+        )
+        return [k for (k,) in cur]
+
+    def iter_items(
+        self,
+        complete_only: bool = True,
+        after: str | None = None,
+        only: Sequence[str] | None = None,
+    ) -> Iterator[StoredItem]:
+        where = "complete = 1" if complete_only else "TRUE"
+        if only is not None:
+            keys = sorted({k for k in only if after is None or k > after})
+            for chunk in _chunks(keys, CHUNK):
+                rows = (
+                    self._conn()
+                    .execute(
+                        f"SELECT {_ITEM_COLS} FROM items WHERE {where} "
+                        "AND dedupe_key = ANY(%s) ORDER BY dedupe_key",
+                        (list(chunk),),
+                    )
+                    .fetchall()
+                )
+                yield from (_to_item(r) for r in rows)
+            return
+        last = after
+        while True:
+            if last is None:
+                cur = self._conn().execute(
+                    f"SELECT {_ITEM_COLS} FROM items WHERE {where} ORDER BY dedupe_key "
+                    f"LIMIT {CHUNK}"
+                )
+            else:
+                cur = self._conn().execute(
+                    f"SELECT {_ITEM_COLS} FROM items WHERE {where} AND dedupe_key > %s "
+                    f"ORDER BY dedupe_key LIMIT {CHUNK}",
+                    (last,),
+                )
+            rows = cur.fetchall()
+            yield from (_to_item(r) for r in rows)
+            if len(rows) < CHUNK:
+                return
+            last = rows[-1][0]
+
+    def get_item(self, dedupe_key: str) -> StoredItem | None:
+        got = self._conn().execute(
+            f"SELECT {_ITEM_COLS} FROM items WHERE dedupe_key = %s", (dedupe_key,)
+        )
+        row = got.fetchone()
+        return None if row is None else _to_item(row)
+
+
+if TYPE_CHECKING:
+
+    def _is_a_store(store: PostgresStore) -> Store:
+        return store  # mypy checks that PostgresStore keeps the whole Store protocol
+
+
+__all__ = ["PostgresStore", "utc_now"]

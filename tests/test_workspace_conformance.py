@@ -1,0 +1,757 @@
+"""One conformance suite for every workspace store: the rules of the `Store` protocol
+(framework/workspace/store.py) and the lease protocol (docs/scaling.md), run unchanged
+on SQLite and on PostgreSQL.
+
+The `backend` fixture is parametrized over both; each test gets a fresh workspace (a
+file, or its own schema in a database of this session). PostgreSQL cases need
+FRAMEWORK_TEST_PG (a server URL) and skip without it, unless FRAMEWORK_REQUIRE_PG=1.
+A test speaks only through the store and leases APIs, never SQL, so the same assertion
+holds on both; the few PostgreSQL-only facts (the database clock, a key inserted by two
+transactions at once) are at the end.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import random
+import secrets
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+
+from framework.errors import WorkspaceError
+from framework.workspace import (
+    ErrorKind,
+    ItemWrite,
+    NewRow,
+    Outcome,
+    PartWrite,
+    RequeueFilter,
+    RowStatus,
+    content_hash,
+)
+from framework.workspace.leases import Leases
+from framework.workspace.sqlite import SqliteStore
+from framework.workspace.sqlite_base import CHUNK
+from tests.fixtures.ingest import _require_pg, _with_database
+
+
+def ticking_clock() -> Callable[[], str]:
+    """A clock that moves one second per call, so timestamp changes are visible."""
+    counter = itertools.count()
+
+    def now() -> str:
+        n = next(counter)
+        return f"2026-01-01T{n // 3600:02d}:{n // 60 % 60:02d}:{n % 60:02d}.000+00:00"
+
+    return now
+
+
+class Clock:
+    """Lease time moved by hand (epoch seconds)."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Backend:
+    """One workspace on one backend: open as many stores (connections) on it as a test
+    needs; all are closed at teardown."""
+
+    def __init__(self, name: str, where: str) -> None:
+        self.name = name
+        self.where = where  # a file path (sqlite) or a database URL (postgres)
+        self.opened: list[Any] = []
+        self.clock = ticking_clock()  # shared: timestamps grow across connections
+
+    def open(self, readonly: bool = False) -> Any:
+        if self.name == "sqlite":
+            store: Any = SqliteStore.open(Path(self.where), readonly=readonly, clock=self.clock)
+        else:
+            from framework.workspace.postgres import PostgresStore
+
+            store = PostgresStore.open(self.where, readonly=readonly, clock=self.clock)
+        self.opened.append(store)
+        return store
+
+    def leases(self, store: Any, lease: float = 10.0, clock: Clock | None = None) -> Any:
+        """A registered worker on ``store``; ``clock=None``: the backend's own clock."""
+        if self.name == "sqlite":
+            worker: Any = (
+                Leases(store, lease) if clock is None else Leases(store, lease, clock=clock)
+            )
+        else:
+            from framework.workspace.postgres_leases import PgLeases
+
+            worker = PgLeases(store, lease, clock=clock)
+        worker.register()
+        return worker
+
+    def close(self) -> None:
+        for store in self.opened:
+            store.close()
+
+
+@pytest.fixture(scope="session")
+def workspace_pg_database() -> Iterator[str]:
+    """A database of this test session on the FRAMEWORK_TEST_PG server (dropped after)."""
+    import psycopg
+
+    admin_url = _require_pg()
+    name = f"framework_ws_test_{os.getpid()}_{secrets.token_hex(3)}"
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+        # the server's durability is not under test: commits need not wait for a flush
+        conn.execute(f'ALTER DATABASE "{name}" SET synchronous_commit = off')
+    try:
+        yield _with_database(admin_url, name)
+    finally:
+        with psycopg.connect(admin_url, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def _pg_backend(request: pytest.FixtureRequest) -> Iterator[Backend]:
+    import psycopg
+
+    base = request.getfixturevalue("workspace_pg_database")
+    schema = f"w_{secrets.token_hex(6)}"  # one schema per test: a fresh workspace
+    with psycopg.connect(base, autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+    url = _with_database(base, urlsplit(base).path.lstrip("/"), f"-csearch_path={schema}")
+    b = Backend("postgres", url)
+    try:
+        yield b
+    finally:
+        b.close()
+        with psycopg.connect(base, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
+    if request.param == "postgres":
+        yield from _pg_backend(request)
+        return
+    b = Backend("sqlite", str(tmp_path / "state.sqlite"))
+    yield b
+    b.close()
+
+
+@pytest.fixture
+def pg(request: pytest.FixtureRequest) -> Iterator[Backend]:
+    """A PostgreSQL workspace only: for what SQLite has no counterpart of."""
+    yield from _pg_backend(request)
+
+
+@pytest.fixture
+def store(backend: Backend) -> Any:
+    return backend.open()
+
+
+def subtab(key: str, tab: str, required: bool = True) -> NewRow:
+    return NewRow(
+        kind=f"detail.{tab}",
+        url=f"http://site/{key}/tab/{tab}",
+        context={"item_key": key, "tab": tab, "required": required},
+    )
+
+
+def snapshot(store: Any) -> dict[str, Any]:
+    """Everything a store holds, read through its API."""
+    rows = list(store.iter_rows())
+    return {
+        "rows": rows,
+        "attempts": {r.id: store.attempts(r.id) for r in rows},
+        "items": list(store.iter_items(complete_only=False)),
+        "max_row_id": store.max_row_id(),
+    }
+
+
+# schema and meta ------------------------------------------------------------------------
+
+
+def test_schema_is_created_once_and_a_newer_one_is_refused(backend: Backend) -> None:
+    first = backend.open()
+    version = first.get_meta("schema_version")
+    assert version is not None
+    first.set_metas({"a": "1", "b": "2"})
+    first.set_meta("a", "3")
+    again = backend.open()  # a second opener finds the schema and changes nothing
+    assert (again.get_meta("schema_version"), again.get_meta("a"), again.get_meta("b")) == (
+        version,
+        "3",
+        "2",
+    )
+    assert again.get_meta("missing") is None
+    again.set_meta("schema_version", str(int(version) + 1))
+    with pytest.raises(WorkspaceError, match="newer framework"):
+        backend.open()
+
+
+def test_a_readonly_store_reads_and_refuses_writes(backend: Backend) -> None:
+    with pytest.raises(WorkspaceError):
+        backend.open(readonly=True)  # nothing there yet: not a workspace
+    (row,) = backend.open().seed([NewRow("detail", "http://site/d")])
+    ro = backend.open(readonly=True)
+    assert [r.id for r in ro.resumable(3)] == [row.id]
+    with pytest.raises(WorkspaceError, match="read-only"):
+        ro.seed([NewRow("detail", "http://site/e")])
+    with pytest.raises(WorkspaceError, match="read-only"):
+        ro.commit(Outcome(row.id, ok=True))
+    assert ro.get_row(row.id) == row
+
+
+# queue ----------------------------------------------------------------------------------
+
+
+def test_seed_is_idempotent(store: Any) -> None:
+    rows = [NewRow("detail", f"http://site/{i}") for i in range(3)]
+    first = store.seed([*rows, rows[0]])  # a duplicate inside the batch counts once
+    assert [r.url for r in first] == [r.url for r in rows]
+    assert [r.status for r in first] == [RowStatus.PENDING] * 3
+    assert store.seed(rows) == []
+    other = store.seed(
+        [
+            NewRow("detail", "http://site/0", method="POST", body="a=1", body_type="form"),
+            NewRow("list", "http://site/0"),  # another kind: another row
+        ]
+    )
+    assert len(other) == 2
+    assert [r.id for r in store.iter_rows()] == [r.id for r in first + other]
+    assert store.get_row(first[0].id) == first[0]
+
+
+def test_a_commit_that_fails_midway_leaves_nothing(store: Any) -> None:
+    (page,) = store.seed([NewRow("list", "http://site/1")])
+    store.commit(Outcome(page.id, ok=False, error_kind=ErrorKind.TIMEOUT))
+    before = snapshot(store)
+    bad = Outcome(
+        page.id,
+        ok=True,
+        new_rows=[NewRow("detail", f"http://site/d{i}") for i in range(5)],
+        items=[
+            ItemWrite("t:1", "t", "1", {"a": 1}),
+            ItemWrite("t:2", "t", "2", {"not json": object()}),  # fails after the rest ran
+        ],
+    )
+    with pytest.raises(TypeError):
+        store.commit(bad)
+    assert snapshot(store) == before
+    unknown_part = Outcome(
+        page.id,
+        ok=True,
+        new_rows=[NewRow("detail", "http://site/x")],
+        items=[ItemWrite("t:3", "t", "3", {"a": 3})],
+        parts=[PartWrite("t:404", "rulings", [1])],
+    )
+    with pytest.raises(WorkspaceError, match="unknown item"):
+        store.commit(unknown_part)
+    assert snapshot(store) == before
+    with pytest.raises(WorkspaceError, match="unknown row"):
+        store.commit(Outcome(page.id + 1000, ok=True))
+    # the store is still usable, on the same connection, after the rollbacks
+    r = store.commit(Outcome(page.id, ok=True, new_rows=[NewRow("detail", "http://site/d0")]))
+    assert (r.attempt, r.status, len(r.inserted)) == (2, RowStatus.OK, 1)
+
+
+def test_a_group_commit_is_all_or_nothing(store: Any) -> None:
+    a, b = store.seed([NewRow("detail", "http://site/a"), NewRow("detail", "http://site/b")])
+    before = snapshot(store)
+    with pytest.raises(WorkspaceError, match="unknown row"):
+        store.commit_many(
+            [
+                Outcome(a.id, ok=True, items=[ItemWrite("t:a", "t", "a", {})]),
+                Outcome(b.id + 1000, ok=True),
+            ]
+        )
+    assert snapshot(store) == before
+    got = store.commit_many([Outcome(a.id, ok=True), Outcome(b.id, ok=False)])
+    assert [r.status for r in got] == [RowStatus.OK, RowStatus.ERROR]
+
+
+def test_discovered_rows_are_unique_and_ids_never_reused(store: Any) -> None:
+    p1, p2 = store.seed([NewRow("list", "http://site/p1"), NewRow("list", "http://site/p2")])
+    found = [NewRow("detail", f"http://site/d{i}") for i in range(4)]
+    r1 = store.commit(Outcome(p1.id, ok=True, new_rows=found[:3] + found[:1]))
+    assert [r.url for r in r1.inserted] == [f.url for f in found[:3]]
+    assert all(r.parent_id == p1.id for r in r1.inserted)
+    r2 = store.commit(Outcome(p2.id, ok=True, new_rows=found))
+    assert [r.url for r in r2.inserted] == ["http://site/d3"]
+    assert r2.inserted[0].parent_id == p2.id
+    assert sum(n for kinds in store.row_counts().values() for n in kinds.values()) == 6
+    top = store.max_row_id()
+    assert top == r2.inserted[0].id
+    store.reset_rows()
+    assert store.row_counts() == {}
+    (again,) = store.seed([NewRow("list", "http://site/p1")])
+    assert again.id > top  # never reused, so the logs' row ids always name one row
+
+
+def test_commit_records_attempts_and_typed_errors(store: Any) -> None:
+    (row,) = store.seed([NewRow("detail", "http://site/d")])
+    r1 = store.commit(
+        Outcome(row.id, ok=False, http_status=503, error_kind=ErrorKind.HTTP_5XX, error="x" * 9000)
+    )
+    r2 = store.commit(Outcome(row.id, ok=False, error_kind=ErrorKind.TIMEOUT, error="slow"))
+    r3 = store.commit(Outcome(row.id, ok=True, http_status=200))
+    assert [(r.status, r.attempt) for r in (r1, r2, r3)] == [
+        (RowStatus.ERROR, 1),
+        (RowStatus.ERROR, 2),
+        (RowStatus.OK, 3),
+    ]
+    history = store.attempts(row.id)
+    assert [(a["n"], a["outcome"], a["http_status"], a["error_kind"]) for a in history] == [
+        (1, "error", 503, "http_5xx"),
+        (2, "error", None, "timeout"),
+        (3, "ok", 200, None),
+    ]
+    assert len(history[0]["error"]) == 2000
+    final = store.get_row(row.id)
+    assert (final.status, final.attempts, final.last_http_status) == (RowStatus.OK, 3, 200)
+    assert (final.last_error_kind, final.last_error) == (ErrorKind.TIMEOUT, "slow")
+    assert store.failures(row.id) == 2
+    # a re-extraction made no request: no attempt spent, none recorded
+    r4 = store.commit(Outcome(row.id, ok=True, reparse=True))
+    assert r4.attempt == 3
+    assert len(store.attempts(row.id)) == 3
+
+
+# items ----------------------------------------------------------------------------------
+
+
+def test_identical_content_changes_nothing_and_new_content_replaces(store: Any) -> None:
+    (d,) = store.seed([NewRow("detail", "http://site/d")])
+    r = store.commit(Outcome(d.id, ok=True, items=[ItemWrite("t:1", "t", "1", {"a": 1, "b": "é"})]))
+    assert (r.items_new, r.items_changed, r.items_unchanged, r.completed) == (1, 0, 0, ["t:1"])
+    first = store.get_item("t:1")
+    assert first.content_hash == content_hash({"b": "é", "a": 1})
+    store.requeue(RequeueFilter(kind="detail"), 3)
+    r = store.commit(Outcome(d.id, ok=True, items=[ItemWrite("t:1", "t", "1", {"b": "é", "a": 1})]))
+    assert (r.items_new, r.items_changed, r.items_unchanged, r.changed) == (0, 0, 1, [])
+    assert store.get_item("t:1") == first  # not even last_scraped moved
+    store.requeue(RequeueFilter(kind="detail"), 3)
+    r = store.commit(Outcome(d.id, ok=True, items=[ItemWrite("t:1", "t", "1", {"a": 2, "b": "é"})]))
+    assert (r.items_new, r.items_changed, r.items_unchanged, r.changed) == (0, 1, 0, ["t:1"])
+    second = store.get_item("t:1")
+    assert second.content_hash == content_hash({"a": 2, "b": "é"}) != first.content_hash
+    assert second.first_scraped == first.first_scraped
+    assert second.last_scraped > first.last_scraped
+    assert dict(second.data) == {"a": 2, "b": "é"}
+    assert store.item_counts() == {"complete": 1, "incomplete": 0}
+
+
+def test_completeness_is_recomputed_from_the_rows(store: Any) -> None:
+    (d,) = store.seed([NewRow("detail", "http://site/case/1")])
+    r = store.commit(
+        Outcome(
+            d.id,
+            ok=True,
+            items=[ItemWrite("t:1", "t", "1", {"title": "one"}, complete=False)],
+            new_rows=[
+                subtab("t:1", "rulings"),
+                subtab("t:1", "hearings"),
+                subtab("t:1", "notes", False),
+            ],
+        )
+    )
+    assert r.completed == []
+    rulings, hearings, notes = r.inserted
+    assert store.item_counts() == {"complete": 0, "incomplete": 1}
+    assert store.incomplete_keys(10) == ["t:1"]
+    r = store.commit(Outcome(rulings.id, ok=True, parts=[PartWrite("t:1", "rulings", [{"n": 1}])]))
+    assert (r.completed, r.items_changed) == ([], 1)
+    store.commit(Outcome(hearings.id, ok=False, error_kind=ErrorKind.HTTP_5XX, error="500"))
+    store.commit(Outcome(notes.id, ok=False, error_kind=ErrorKind.HTTP_4XX, error="404"))
+    assert store.get_item("t:1").complete is False
+    r = store.commit(Outcome(hearings.id, ok=True, parts=[PartWrite("t:1", "hearings", [])]))
+    assert r.completed == ["t:1"]  # the optional `notes` tab is in error: not required
+    item = store.get_item("t:1")
+    assert item.complete
+    assert dict(item.data) == {"title": "one", "rulings": [{"n": 1}], "hearings": []}
+    assert item.content_hash == content_hash(item.data)
+    # a re-crawled detail page keeps the merged parts: identical content
+    store.requeue(RequeueFilter(kind="detail"), 3)
+    assert store.get_item("t:1").complete is False  # its own row is pending again
+    r = store.commit(
+        Outcome(d.id, ok=True, items=[ItemWrite("t:1", "t", "1", {"title": "one"}, complete=False)])
+    )
+    assert (r.items_unchanged, r.completed) == (1, ["t:1"])
+    assert store.get_item("t:1") == item
+    # a required tab fetched again on purpose makes the item incomplete until it is ok
+    assert store.requeue(RequeueFilter(kind="detail.rulings"), 3) == 1
+    assert store.item_counts() == {"complete": 0, "incomplete": 1}
+    r = store.commit(Outcome(rulings.id, ok=True, parts=[PartWrite("t:1", "rulings", [{"n": 1}])]))
+    assert (r.completed, r.items_unchanged) == (["t:1"], 1)
+
+
+def test_an_item_declared_incomplete_waits_for_a_row(store: Any) -> None:
+    (d,) = store.seed([NewRow("detail", "http://site/case/1")])
+    store.commit(Outcome(d.id, ok=True, items=[ItemWrite("t:1", "t", "1", {}, complete=False)]))
+    assert store.item_counts() == {"complete": 0, "incomplete": 1}
+
+
+def test_reset_rows_keeps_items_and_relinks_them(store: Any) -> None:
+    (d,) = store.seed([NewRow("detail", "http://site/d")])
+    store.commit(Outcome(d.id, ok=True, items=[ItemWrite("t:1", "t", "1", {"a": 1})]))
+    store.reset_rows()
+    item = store.get_item("t:1")
+    assert (item.row_id, item.complete) == (None, True)
+    (d2,) = store.seed([NewRow("detail", "http://site/d")])
+    r = store.commit(Outcome(d2.id, ok=True, items=[ItemWrite("t:1", "t", "1", {"a": 1})]))
+    assert r.items_unchanged == 1
+    assert store.get_item("t:1").row_id == d2.id
+
+
+def test_iter_items_keyset_order_after_and_only(store: Any) -> None:
+    n = CHUNK * 2 + 37
+    (page,) = store.seed([NewRow("list", "http://site/")])
+    keys = [f"t:{i:05d}" for i in range(n)] + ["t:Z", "t:a", "t:é", "t:_"]  # byte order
+    random.Random(7).shuffle(keys)
+    items = [
+        ItemWrite(k, "t", k[2:], {"k": k}, complete=not k.endswith("3"))
+        for k in keys  # every key ending in 3 declared incomplete, without rows
+    ]
+    store.commit(Outcome(page.id, ok=True, items=items))
+    everything = [i.dedupe_key for i in store.iter_items(complete_only=False)]
+    assert everything == sorted(keys)
+    done = [i.dedupe_key for i in store.iter_items()]
+    assert done == sorted(k for k in keys if not k.endswith("3"))
+    after = [i.dedupe_key for i in store.iter_items(after="t:00500")]
+    assert after == [k for k in done if k > "t:00500"]
+    only = ["t:00003", "t:00002", "t:99999", "t:00600", "t:00002"]
+    assert [i.dedupe_key for i in store.iter_items(only=only)] == ["t:00002", "t:00600"]
+    assert [i.dedupe_key for i in store.iter_items(only=only, after="t:00002")] == ["t:00600"]
+    assert [i.dedupe_key for i in store.iter_items(complete_only=False, only=only)] == [
+        "t:00002",
+        "t:00003",
+        "t:00600",
+    ]
+
+
+def test_iterating_while_committing_sees_a_consistent_stream(store: Any) -> None:
+    rows = store.seed([NewRow("detail", f"http://site/{i}") for i in range(CHUNK + 10)])
+    seen = []
+    for row in store.resumable(3):  # commit while streaming on the same thread
+        seen.append(row.id)
+        store.commit(Outcome(row.id, ok=True))
+    assert seen == [r.id for r in rows]
+    assert list(store.resumable(3)) == []
+    assert [r.id for r in store.iter_rows(status=RowStatus.OK)] == seen
+
+
+# queue reads ----------------------------------------------------------------------------
+
+
+def test_resumable_order_and_attempts_budget(store: Any) -> None:
+    rows = store.seed([NewRow("detail", f"http://site/{i}") for i in range(6)])
+    ok, pending, retry, spent, gone, requeued = rows
+    store.commit(Outcome(ok.id, ok=True))
+    store.commit(Outcome(retry.id, ok=False, error_kind=ErrorKind.CONNECT))
+    for _ in range(3):
+        store.commit(Outcome(spent.id, ok=False, error_kind=ErrorKind.RATE_LIMITED))
+    store.commit(Outcome(gone.id, ok=False, error_kind=ErrorKind.HTTP_4XX, http_status=404))
+    for _ in range(3):
+        store.commit(Outcome(requeued.id, ok=False, error_kind=ErrorKind.TIMEOUT))
+    store.requeue(RequeueFilter(url_contains="/5"), 3)
+    assert [r.id for r in store.resumable(3)] == [pending.id, retry.id, requeued.id]
+    assert [r.id for r in store.resumable(4)] == [pending.id, retry.id, spent.id, requeued.id]
+    assert store.counts(3) == {"pending": 2, "retryable": 1, "exhausted": 2}
+    assert [r.id for r in store.exhausted(3)] == [spent.id, gone.id]
+    assert [r.id for r in store.exhausted(3, limit=1)] == [spent.id]
+    assert store.get_row(gone.id).retryable is False
+    (x,) = store.seed([NewRow("detail", "http://site/x")])
+    store.commit(Outcome(x.id, ok=False, error_kind=ErrorKind.HTTP_5XX, retryable=False))
+    assert x.id not in [r.id for r in store.resumable(3)]  # the outcome's flag wins
+
+
+def test_refund_gives_attempts_back_and_keeps_history(store: Any) -> None:
+    a, b = store.seed([NewRow("detail", "http://site/a"), NewRow("detail", "http://site/b")])
+    for _ in range(3):
+        store.commit(Outcome(a.id, ok=False, error_kind=ErrorKind.CONNECT))
+    store.commit(Outcome(b.id, ok=False, error_kind=ErrorKind.CONNECT))
+    assert store.counts(3) == {"pending": 0, "retryable": 1, "exhausted": 1}
+    store.refund({a.id: 2, b.id: 5})  # never below 0
+    assert (store.get_row(a.id).attempts, store.get_row(b.id).attempts) == (1, 0)
+    assert store.counts(3) == {"pending": 0, "retryable": 2, "exhausted": 0}
+    assert len(store.attempts(a.id)) == 3
+    store.refund({})
+
+
+def test_row_counts_misbehaving_and_filters(store: Any) -> None:
+    rows = store.seed(
+        [NewRow("list", "http://site/l")]
+        + [NewRow("detail", f"http://site/d{i}") for i in range(4)]
+    )
+    lst, d0, d1, d2, d3 = rows
+    store.commit(Outcome(lst.id, ok=True))
+    store.commit(Outcome(d0.id, ok=False, error_kind=ErrorKind.TIMEOUT))
+    store.commit(Outcome(d0.id, ok=True))
+    for _ in range(2):
+        store.commit(Outcome(d1.id, ok=False, error_kind=ErrorKind.HTTP_5XX, http_status=500))
+    store.commit(Outcome(d2.id, ok=False, error_kind=ErrorKind.HTTP_4XX, http_status=404))
+    assert store.row_counts() == {
+        "detail": {RowStatus.OK: 1, RowStatus.ERROR: 2, RowStatus.PENDING: 1},
+        "list": {RowStatus.OK: 1},
+    }
+    assert [r.id for r in store.misbehaving(10)] == [d1.id, d2.id, d0.id]
+    assert [r.id for r in store.misbehaving(1)] == [d1.id]
+    assert (store.failures(d1.id), store.failures(d3.id)) == (2, 0)
+    assert [r.id for r in store.iter_rows(status=RowStatus.ERROR)] == [d1.id, d2.id]
+    assert [r.id for r in store.iter_rows(kind="list")] == [lst.id]
+    assert [r.id for r in store.iter_rows(status=RowStatus.OK, kind="detail")] == [d0.id]
+
+
+def test_requeue_filters(store: Any) -> None:
+    rows = store.seed(
+        [NewRow("detail", f"http://site/case/{i}") for i in range(4)]
+        + [NewRow("detail.tab", f"http://site/case/{i}/tab") for i in range(2)]
+    )
+    c0, c1, c2, c3, t0, t1 = rows
+    store.commit(Outcome(c0.id, ok=True))
+    store.commit(Outcome(c1.id, ok=False, error_kind=ErrorKind.TIMEOUT))
+    for _ in range(3):
+        store.commit(Outcome(c2.id, ok=False, error_kind=ErrorKind.TIMEOUT))
+    store.commit(Outcome(t0.id, ok=False, error_kind=ErrorKind.HTTP_4XX))
+    store.commit(Outcome(t1.id, ok=True))
+
+    def status() -> dict[int, str]:
+        return {r.id: r.status.value for r in store.iter_rows()}
+
+    assert store.requeue(RequeueFilter(exhausted=True, kind="detail"), 3) == 1  # c2 only
+    assert status()[c2.id] == "pending"
+    assert store.get_row(c2.id).attempts == 0
+    assert len(store.attempts(c2.id)) == 3  # history kept
+    assert store.requeue(RequeueFilter(errors=True, url_contains="/tab"), 3) == 1  # t0
+    assert store.get_row(t0.id).retryable is True
+    assert store.requeue(RequeueFilter(errors=True), 3) == 1  # c1
+    assert store.requeue(RequeueFilter(errors=True), 3) == 0
+    assert status()[c0.id] == "ok"
+    # without --errors/--exhausted ok rows match too (t0 is already pending)
+    assert store.requeue(RequeueFilter(url_contains="case/0"), 3) == 1
+    assert status() == {
+        c0.id: "pending",
+        c1.id: "pending",
+        c2.id: "pending",
+        c3.id: "pending",
+        t0.id: "pending",
+        t1.id: "ok",
+    }
+
+
+# leases ---------------------------------------------------------------------------------
+
+
+def seed_ten(store: Any) -> list[Any]:
+    return store.seed([NewRow("detail", f"http://h/{i}") for i in range(10)])
+
+
+def test_claims_never_overlap_across_connections(backend: Backend) -> None:
+    seed_ten(backend.open())
+    clock = Clock()
+    a = backend.leases(backend.open(), clock=clock)
+    b = backend.leases(backend.open(), clock=clock)
+    got_a = [r.id for r in a.claim(4, 3)]
+    got_b = [r.id for r in b.claim(100, 3)]
+    assert (len(got_a), len(got_b)) == (4, 6)
+    assert got_a == sorted(got_a)  # oldest first
+    assert not set(got_a) & set(got_b)
+    assert a.claim(5, 3) == []
+    assert b.claim(5, 3) == []
+    assert b.token(got_b[0]) > a.token(got_a[0])
+    assert a.others_working(3)
+    assert b.others_working(3)
+
+
+def test_concurrent_claims_split_the_rows(backend: Backend) -> None:
+    rows = backend.open().seed([NewRow("detail", f"http://h/{i}") for i in range(200)])
+    workers = [backend.leases(backend.open(), lease=600) for _ in range(4)]
+    taken: list[list[int]] = [[] for _ in workers]
+    start = threading.Barrier(len(workers))
+    failed: list[BaseException] = []
+
+    def run(i: int) -> None:
+        try:
+            start.wait()
+            while got := workers[i].claim(7, 3):
+                taken[i] += [r.id for r in got]
+        except BaseException as exc:
+            failed.append(exc)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(workers))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert failed == []
+    every = [rid for ids in taken for rid in ids]
+    assert sorted(every) == [r.id for r in rows]  # each row claimed by exactly one worker
+    tokens = [w.token(rid) for w, ids in zip(workers, taken, strict=True) for rid in ids]
+    assert None not in tokens
+
+
+def test_an_expired_lease_is_taken_over_and_the_heartbeat_names_it(backend: Backend) -> None:
+    seed_ten(backend.open())
+    clock = Clock()
+    a = backend.leases(backend.open(), lease=5, clock=clock)
+    b = backend.leases(backend.open(), lease=5, clock=clock)
+    rows = a.claim(10, 3)
+    old = a.token(rows[0].id)
+    clock.now += 3
+    assert a.heartbeat() == set()  # renewed: good for 5 more seconds
+    clock.now += 4
+    assert b.claim(10, 3) == []  # still a's
+    clock.now += 2  # past the renewed expiry: a was away
+    taken = b.claim(10, 3)
+    assert [r.id for r in taken] == [r.id for r in rows]
+    assert b.token(rows[0].id) > old
+    assert a.heartbeat() == {r.id for r in rows}  # a learns it lost them
+    assert not b.others_working(3)
+
+
+def test_a_fenced_commit_writes_nothing(backend: Backend) -> None:
+    (row,) = backend.open().seed([NewRow("list", "http://h/list")])
+    clock = Clock()
+    a = backend.leases(backend.open(), lease=5, clock=clock)
+    b = backend.leases(backend.open(), lease=5, clock=clock)
+    (mine,) = a.claim(1, 3)
+    clock.now += 6
+    (theirs,) = b.claim(1, 3)
+    assert mine.id == theirs.id == row.id
+    before = snapshot(b.store)
+    late = Outcome(
+        row.id,
+        ok=True,
+        lease_token=a.token(row.id),
+        new_rows=[NewRow("detail", "http://h/late")],
+        items=[ItemWrite("t:late", "t", "late", {"a": 1})],
+        response=None,
+    )
+    assert a.store.commit_many([late]) == [None]
+    with pytest.raises(WorkspaceError, match="refused"):
+        a.store.commit(late)
+    assert snapshot(b.store) == before  # not the status, an attempt, a row or an item
+    r = b.store.commit(
+        Outcome(row.id, ok=True, lease_token=b.token(row.id), new_rows=[NewRow("d", "http://h/d")])
+    )
+    assert (r.status, r.attempt, len(r.inserted)) == (RowStatus.OK, 1, 1)
+    assert b.store.get_item("t:late") is None
+    b.done(row.id)
+    assert b.heartbeat() == set()  # an ok row dropped its lease: nothing to renew or lose
+    assert not a.others_working(3)
+
+
+def test_a_failed_row_keeps_its_lease_and_an_ok_row_drops_it(backend: Backend) -> None:
+    seed_ten(backend.open())
+    clock = Clock()
+    a = backend.leases(backend.open(), clock=clock)
+    b = backend.leases(backend.open(), clock=clock)
+    first, second = a.claim(2, 3)
+    a.store.commit(
+        Outcome(first.id, ok=False, error_kind=ErrorKind.TIMEOUT, lease_token=a.token(first.id))
+    )
+    a.store.commit(Outcome(second.id, ok=True, lease_token=a.token(second.id)))
+    claimed = [r.id for r in b.claim(100, 3)]
+    assert first.id not in claimed  # a still retries it
+    assert second.id not in claimed  # done
+    assert len(claimed) == 8
+
+
+def test_claim_ids_leases_only_free_rows(backend: Backend) -> None:
+    rows = seed_ten(backend.open())
+    clock = Clock()
+    a = backend.leases(backend.open(), clock=clock)
+    b = backend.leases(backend.open(), clock=clock)
+    held = [r.id for r in a.claim(3, 3)]
+    wanted = [r.id for r in rows[:5]]
+    got = b.claim_ids(wanted)
+    assert got == set(wanted) - set(held)
+    assert b.claim_ids([]) == set()
+    assert {r.id for r in a.claim(100, 3)} == {r.id for r in rows[5:]}
+
+
+def test_stop_releases_and_exhausted_rows_are_not_work(backend: Backend) -> None:
+    store = backend.open()
+    rows = seed_ten(store)
+    clock = Clock()
+    a = backend.leases(backend.open(), clock=clock)
+    b = backend.leases(backend.open(), clock=clock)
+    assert len(a.claim(4, 3)) == 4
+    a.stop()
+    assert a.tokens == {}
+    assert not b.others_working(3)
+    store.commit(Outcome(rows[9].id, ok=False, retryable=False, error="gone"))
+    assert [r.id for r in b.claim(100, 3)] == [r.id for r in rows[:9]]
+    assert a.heartbeat() == set()  # it holds nothing any more
+
+
+# PostgreSQL only ------------------------------------------------------------------------
+
+
+@pytest.mark.postgres
+def test_pg_leases_expire_by_the_database_clock(pg: Backend) -> None:
+    from framework.workspace.postgres_leases import leased_rows, reset, workers
+
+    store = pg.open()
+    seed_ten(store)
+    a = pg.leases(pg.open(), lease=0.05)  # no clock given: now() on the server
+    b = pg.leases(pg.open(), lease=600)
+    assert len(a.claim(10, 3)) == 10
+    assert leased_rows(store) == 10
+    time.sleep(0.1)  # past a's lease on any clock
+    assert leased_rows(store) == 0
+    assert len(b.claim(10, 3)) == 10
+    assert a.heartbeat() == {r.id for r in store.iter_rows()}
+    assert {w.id: w.leased for w in workers(store)} == {a.worker_id: 0, b.worker_id: 10}
+    assert reset(store) == 10
+    assert all(w.stopped_at is not None for w in workers(store))
+
+
+@pytest.mark.postgres
+def test_pg_an_item_key_inserted_by_two_commits_at_once(pg: Backend) -> None:
+    """Two workers store the same new item at the same moment: the commit that loses
+    the race runs again and finds the item (one item, nothing lost, no error)."""
+    import psycopg
+
+    store = pg.open()
+    (row,) = store.seed([NewRow("detail", "http://h/d")])
+    with (
+        psycopg.connect(pg.where) as other,  # its transaction stays open
+        psycopg.connect(pg.where, autocommit=True) as watch,  # sees live activity
+    ):
+        other.execute(
+            "INSERT INTO items (dedupe_key, source_type, source_id, data, content_hash, "
+            "first_scraped, last_scraped, complete, row_id) "
+            "VALUES ('t:1', 't', '1', '{\"a\":0}', 'sha256:x', 'then', 'then', 1, NULL)"
+        )
+        result: list[Any] = []
+        t = threading.Thread(
+            target=lambda: result.append(
+                store.commit(Outcome(row.id, ok=True, items=[ItemWrite("t:1", "t", "1", {"a": 1})]))
+            )
+        )
+        t.start()
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:  # until the commit waits on the open insert
+            (waiting,) = watch.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                "AND datname = current_database()"
+            ).fetchone()  # type: ignore[misc]
+            if waiting:
+                break
+            time.sleep(0.01)
+        other.commit()
+    t.join()
+    (r,) = result
+    assert (r.items_new, r.items_changed) == (0, 1)  # ran again: it found the item
+    item = store.get_item("t:1")
+    assert (dict(item.data), item.row_id, item.first_scraped) == ({"a": 1}, row.id, "then")
+    assert len(store.attempts(row.id)) == 1
