@@ -223,3 +223,26 @@ def test_with_the_plugin_and_a_browser_validate_says_ok(tmp_path, chromium):
     r = run_cli("validate", str(path))
     assert r.returncode == 0, r.stderr
     assert f"ok {path}" in r.stdout
+
+
+def test_a_sitemap_in_a_rendering_job_is_fetched_over_http(tmp_path, chromium):
+    body = """\
+    render: playwright
+    start: sitemaps
+    pages:
+      sitemaps:
+        format: sitemap
+        follow: [{pattern: "/book/", to: book}]
+      book:
+        id: ".id::text"
+        fields: {title: "h1::text"}
+    """
+    path = write(tmp_path, body)
+    assert problems(path) == []
+    # a browser would wrap the XML (or its gzip bytes) in a page of its own
+    assert sorted(rendered_kinds(load_spec(path))) == ["book"]
+    # saying otherwise is refused where it is said
+    said = write(
+        tmp_path, body.replace("format: sitemap\n", "format: sitemap\n        render: playwright\n")
+    )
+    assert [p for p in problems(said) if "a sitemap is not rendered" in p], problems(said)

@@ -140,7 +140,10 @@ def _plan(spec: JobSpec) -> list[tuple[str, Path_, str, Any]]:
 def _effective(own: Any, fmt: str, job: str) -> str:
     if own is not None:
         return str(own.value)
-    return "http" if fmt == "json" else job
+    # JSON answers and sitemaps are data, not pages: a browser would wrap them (or a
+    # sitemap's gzip bytes) in a page of its own, so they are fetched over HTTP unless
+    # the kind says otherwise
+    return "http" if fmt in ("json", "sitemap") else job
 
 
 def rendered_kinds(spec: JobSpec) -> dict[str, RenderOptions]:

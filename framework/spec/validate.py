@@ -1153,17 +1153,9 @@ class _Checker:
                     "`follow` rules (pattern -> to) and `sitemap` options only",
                     key=True,
                 )
+        # without a `render` of its own a sitemap is fetched over HTTP (spec/render.py)
         if kind.render is not None and kind.render.value != "http":
             self.add((*path, "render"), "a sitemap is not rendered", "`render: http`")
-        elif kind.render is None and self.spec.render.value != "http":
-            # a browser would wrap the XML (or the gzip bytes) in a page of its own
-            self.add(
-                path,
-                f"a sitemap is not rendered, and this job renders with `render: "
-                f"{self.spec.render.value}`",
-                "`render: http` on this page kind",
-                key=True,
-            )
         if not kind.follow:
             self.add(
                 path,
