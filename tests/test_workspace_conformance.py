@@ -12,16 +12,12 @@ transactions at once) are at the end.
 
 from __future__ import annotations
 
-import itertools
-import os
+import inspect
 import random
-import secrets
 import threading
 import time
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
-from urllib.parse import urlsplit
 
 import pytest
 
@@ -36,120 +32,22 @@ from framework.workspace import (
     RowStatus,
     content_hash,
 )
-from framework.workspace.leases import Leases
-from framework.workspace.sqlite import SqliteStore
 from framework.workspace.sqlite_base import CHUNK
-from tests.fixtures.ingest import _require_pg, _with_database
-
-
-def ticking_clock() -> Callable[[], str]:
-    """A clock that moves one second per call, so timestamp changes are visible."""
-    counter = itertools.count()
-
-    def now() -> str:
-        n = next(counter)
-        return f"2026-01-01T{n // 3600:02d}:{n // 60 % 60:02d}:{n % 60:02d}.000+00:00"
-
-    return now
-
-
-class Clock:
-    """Lease time moved by hand (epoch seconds)."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-class Backend:
-    """One workspace on one backend: open as many stores (connections) on it as a test
-    needs; all are closed at teardown."""
-
-    def __init__(self, name: str, where: str) -> None:
-        self.name = name
-        self.where = where  # a file path (sqlite) or a database URL (postgres)
-        self.opened: list[Any] = []
-        self.clock = ticking_clock()  # shared: timestamps grow across connections
-
-    def open(self, readonly: bool = False) -> Any:
-        if self.name == "sqlite":
-            store: Any = SqliteStore.open(Path(self.where), readonly=readonly, clock=self.clock)
-        else:
-            from framework.workspace.postgres import PostgresStore
-
-            store = PostgresStore.open(self.where, readonly=readonly, clock=self.clock)
-        self.opened.append(store)
-        return store
-
-    def leases(self, store: Any, lease: float = 10.0, clock: Clock | None = None) -> Any:
-        """A registered worker on ``store``; ``clock=None``: the backend's own clock."""
-        if self.name == "sqlite":
-            worker: Any = (
-                Leases(store, lease) if clock is None else Leases(store, lease, clock=clock)
-            )
-        else:
-            from framework.workspace.postgres_leases import PgLeases
-
-            worker = PgLeases(store, lease, clock=clock)
-        worker.register()
-        return worker
-
-    def close(self) -> None:
-        for store in self.opened:
-            store.close()
-
-
-@pytest.fixture(scope="session")
-def workspace_pg_database() -> Iterator[str]:
-    """A database of this test session on the FRAMEWORK_TEST_PG server (dropped after)."""
-    import psycopg
-
-    admin_url = _require_pg()
-    name = f"framework_ws_test_{os.getpid()}_{secrets.token_hex(3)}"
-    with psycopg.connect(admin_url, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-        # the server's durability is not under test: commits need not wait for a flush
-        conn.execute(f'ALTER DATABASE "{name}" SET synchronous_commit = off')
-    try:
-        yield _with_database(admin_url, name)
-    finally:
-        with psycopg.connect(admin_url, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-
-def _pg_backend(request: pytest.FixtureRequest) -> Iterator[Backend]:
-    import psycopg
-
-    base = request.getfixturevalue("workspace_pg_database")
-    schema = f"w_{secrets.token_hex(6)}"  # one schema per test: a fresh workspace
-    with psycopg.connect(base, autocommit=True) as conn:
-        conn.execute(f'CREATE SCHEMA "{schema}"')
-    url = _with_database(base, urlsplit(base).path.lstrip("/"), f"-csearch_path={schema}")
-    b = Backend("postgres", url)
-    try:
-        yield b
-    finally:
-        b.close()
-        with psycopg.connect(base, autocommit=True) as conn:
-            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+from tests.fixtures.workspace_backends import Backend, Clock
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
-    if request.param == "postgres":
-        yield from _pg_backend(request)
-        return
-    b = Backend("sqlite", str(tmp_path / "state.sqlite"))
-    yield b
-    b.close()
+def backend(
+    request: pytest.FixtureRequest, make_workspace_backend: Callable[[str], Backend]
+) -> Backend:
+    """A fresh workspace on each backend in turn."""
+    return make_workspace_backend(str(request.param))
 
 
 @pytest.fixture
-def pg(request: pytest.FixtureRequest) -> Iterator[Backend]:
+def pg(make_workspace_backend: Callable[[str], Backend]) -> Backend:
     """A PostgreSQL workspace only: for what SQLite has no counterpart of."""
-    yield from _pg_backend(request)
+    return make_workspace_backend("postgres")
 
 
 @pytest.fixture
@@ -691,6 +589,22 @@ def test_stop_releases_and_exhausted_rows_are_not_work(backend: Backend) -> None
     store.commit(Outcome(rows[9].id, ok=False, retryable=False, error="gone"))
     assert [r.id for r in b.claim(100, 3)] == [r.id for r in rows[:9]]
     assert a.heartbeat() == set()  # it holds nothing any more
+
+
+def test_claim_takes_the_first_kinds_before_older_rows(backend: Backend) -> None:
+    if "first" not in inspect.signature(backend.leases(backend.open()).claim).parameters:
+        pytest.skip("this store's claim has no `first` kinds")
+    store = backend.open()
+    details = store.seed([NewRow("detail", f"http://h/d{i}") for i in range(4)])
+    pages = store.seed([NewRow("list", f"http://h/p{i}") for i in range(2)])
+    clock = Clock()
+    a = backend.leases(backend.open(), clock=clock)
+    b = backend.leases(backend.open(), clock=clock)
+    got = a.claim(3, 3, first=["list"])
+    assert [r.id for r in got] == [pages[0].id, pages[1].id, details[0].id]
+    assert [r.id for r in b.claim(2, 3, first=["list"])] == [details[1].id, details[2].id]
+    assert [r.id for r in b.claim(5, 3)] == [details[3].id]
+    assert len({a.token(r.id) for r in got}) == 1  # one claim, one token
 
 
 # PostgreSQL only ------------------------------------------------------------------------

@@ -35,6 +35,13 @@ if TYPE_CHECKING:
     from framework.workspace.postgres import PostgresStore
 
 _OPEN = "status <> 'ok' AND (status = 'pending' OR (retryable = 1 AND attempts < %(max)s))"
+# a lease anyone may take: free, expired, or held by a worker known to be stopped; and
+# not a row this worker holds already
+_FREE = (
+    "NOT (id = ANY(%(held)s::bigint[])) AND (lease_owner IS NULL "
+    "OR lease_expires_at < %(now)s "
+    "OR lease_owner IN (SELECT id FROM workers WHERE stopped_at IS NOT NULL))"
+)
 _ROW_COLS_OF_ROWS = ", ".join("rows." + c.strip() for c in _ROW_COLS.split(","))
 
 
@@ -96,25 +103,39 @@ class PgLeases:
                 "UPDATE workers SET stopped_at = %s WHERE id = ANY(%s)", (now, sorted(gone))
             )
 
-    def claim(self, limit: int, max_attempts: int) -> list[Row]:
-        """Take up to ``limit`` open rows (oldest first) that nobody live holds."""
+    def claim(self, limit: int, max_attempts: int, first: Sequence[str] = ()) -> list[Row]:
+        """Take up to ``limit`` open rows that nobody live holds: those of the kinds in
+        ``first`` before the others, oldest first within each (as the SQLite
+        :meth:`~framework.workspace.leases.Leases.claim`: a pagination chain is not held
+        up behind the rows found before its next page)."""
         if limit <= 0:
             return []
+        kinds = sorted(set(first))
 
         def work(conn: psycopg.Connection[Any]) -> list[tuple[Row, int]]:
             now = self._now(conn)
             self._dead(conn, now)
+            # Two pickers in one statement: the `first` kinds (through the (kind, status)
+            # index), then any open row for the room left. SKIP LOCKED: rows another
+            # worker is claiming right now are passed over, never waited for or shared.
             got = conn.execute(
-                "WITH picked AS ("
-                f"  SELECT id FROM rows WHERE {_OPEN} AND NOT (id = ANY(%(held)s::bigint[])) "
-                "   AND (lease_owner IS NULL OR lease_expires_at < %(now)s "
-                "        OR lease_owner IN (SELECT id FROM workers WHERE stopped_at IS NOT NULL))"
+                "WITH early AS ("
+                f"  SELECT id FROM rows WHERE kind = ANY(%(kinds)s::text[]) "
+                f"  AND status IN ('pending', 'error') AND {_OPEN} AND {_FREE} "
                 "   ORDER BY id LIMIT %(limit)s FOR UPDATE SKIP LOCKED"
+                "), rest AS ("
+                f"  SELECT id FROM rows WHERE {_OPEN} AND {_FREE} "
+                "   AND id NOT IN (SELECT id FROM early) ORDER BY id "
+                "   LIMIT greatest(0, %(limit)s - (SELECT count(*) FROM early)) "
+                "   FOR UPDATE SKIP LOCKED"
                 "), token AS (SELECT nextval('lease_tokens') AS value) "
                 "UPDATE rows SET lease_owner = %(me)s, lease_expires_at = %(until)s, "
-                "lease_token = token.value FROM picked, token WHERE rows.id = picked.id "
+                "lease_token = token.value FROM token, "
+                "(SELECT id FROM early UNION ALL SELECT id FROM rest) picked "
+                "WHERE rows.id = picked.id "
                 f"RETURNING {_ROW_COLS_OF_ROWS}, rows.lease_token",
                 {
+                    "kinds": kinds,
                     "max": max_attempts,
                     "held": sorted(self.tokens),
                     "now": now,
@@ -123,7 +144,8 @@ class PgLeases:
                     "until": now + self.lease_seconds,
                 },
             ).fetchall()
-            return sorted(((_to_row(r[:-1]), int(r[-1])) for r in got), key=lambda p: p[0].id)
+            taken = [(_to_row(r[:-1]), int(r[-1])) for r in got]
+            return sorted(taken, key=lambda p: (p[0].kind not in kinds, p[0].id))
 
         taken = self.store._run(work)
         for row, token in taken:
