@@ -18,7 +18,9 @@ says so.
 Host rule, as Scrapy's ``allowed_domains``: a host is allowed when it is one of the
 domains or a subdomain of one (``example.org`` allows ``www.example.org``); ports do not
 matter; an empty list allows every host. Discovery (:mod:`framework.crawl.page`) uses
-:func:`url_refusal` too, so refused links never become rows at all.
+:func:`url_refusal` too, so refused links never become rows at all, and so does the
+playwright plugin for every request a rendered page makes (its notes through
+:func:`refused_error`, as here).
 
 Cheap on purpose: it runs for every request. One cached URL parse (Scrapy's
 ``urlparse_cached``, shared with its other middlewares), a set lookup per domain level.
@@ -93,6 +95,30 @@ def shown(url: str) -> str:
     return out if len(out) <= _SHOWN else out[:_SHOWN] + "..."
 
 
+def spider_domains(spider: object) -> frozenset[str]:
+    """A spider's ``allowed_domains``, normalised as :func:`host_allowed` compares them."""
+    return frozenset(_domain(d) for d in getattr(spider, "allowed_domains", None) or () if d)
+
+
+def refused_error(why: str, target: str, domains: frozenset[str], via: str = "") -> Refused:
+    """The typed error of a refused ``target`` (``why``: ``"scheme"``/``"offsite"``); its
+    note names the target (masked, bounded) and, when given, how it was reached
+    (``via``: ``"302 from http://site/a"``). Shared by every path that refuses a URL, so
+    the notes read the same whoever made the request (the browser's too)."""
+    what = f"{via} to {shown(target)}" if via else shown(target)
+    if why == "scheme":
+        scheme = target.partition(":")[0].lower()
+        return Refused(
+            ErrorKind.SCHEME,
+            f"refused {what}: scheme {scheme!r} is never requested (only http and https)",
+        )
+    return Refused(
+        ErrorKind.OFFSITE,
+        f"refused {what}: host {_host(target)!r} is not in allowed_domains "
+        f"({', '.join(sorted(domains)) or 'none'})",
+    )
+
+
 class Refused(IgnoreRequest):
     """A request the crawler will not send; ``error_kind`` says why (scheme/offsite)."""
 
@@ -144,9 +170,7 @@ class SafetyMiddleware:
         return mw
 
     def spider_opened(self, spider: Spider) -> None:
-        self.domains = frozenset(
-            _domain(d) for d in getattr(spider, "allowed_domains", None) or () if d
-        )
+        self.domains = spider_domains(spider)
         self._allowed_netlocs.clear()
 
     # ------------------------------------------------------------------ requests
@@ -166,19 +190,7 @@ class SafetyMiddleware:
             reasons = request.meta.get("redirect_reasons") or []
             how = reasons[-1] if reasons else "redirect"
             via = f"{how} from {shown(hops[-1])}"
-        what = f"{via} to {shown(target)}" if via else shown(target)
-        if why == "scheme":
-            scheme = target.partition(":")[0].lower()
-            return Refused(
-                ErrorKind.SCHEME,
-                f"refused {what}: scheme {scheme!r} is never requested (only http and https)",
-            )
-        host = _host(target)
-        return Refused(
-            ErrorKind.OFFSITE,
-            f"refused {what}: host {host!r} is not in allowed_domains "
-            f"({', '.join(sorted(self.domains or ())) or 'none'})",
-        )
+        return refused_error(why, target, self.domains or frozenset(), via)
 
     # ----------------------------------------------------------------- responses
     def process_response(self, request: Request, response: Response) -> Response:
