@@ -57,6 +57,25 @@ def _multi(spec: Path, ws: Path, lease: float) -> subprocess.Popen[str]:
     )
 
 
+def _cases(
+    make_site: Any, good_spec: Any, tmp_path: Path, cases: int, delay: float
+) -> tuple[Any, Path]:
+    """The demo site with ``cases`` cases, each page ``delay`` s late, and its job spec."""
+    site = make_site(cases=cases, delay=delay, edge_cases=False)
+    return site, good_spec("cases", site.url, tmp_path)
+
+
+def _crawl_to_the_end(crawl_cli: Any, spec: Path, ws: Path) -> None:
+    """A single-process crawl (or resume) that must finish the job."""
+    r = crawl_cli("crawl", str(spec), "--workspace", str(ws), *QUIET)
+    assert r.returncode == EXIT_OK, r.stderr[-2000:]
+
+
+def _exits(proc: subprocess.Popen[str], code: int, timeout: float) -> None:
+    _, err = proc.communicate(timeout=timeout)
+    assert proc.returncode == code, err[-3000:]
+
+
 def _lines(ws: Path) -> int:
     try:
         with open(ws / "urls.jsonl", "rb") as fh:
@@ -122,11 +141,9 @@ def _hits(site: Any) -> Counter[str]:
 def test_a_worker_killed_mid_crawl_leaves_the_other_to_finish(
     make_site, good_spec, tmp_path, crawl_cli
 ):
-    site = make_site(cases=120, delay=0.05, edge_cases=False)
-    spec = good_spec("cases", site.url, tmp_path)
+    site, spec = _cases(make_site, good_spec, tmp_path, cases=120, delay=0.05)
     reference = tmp_path / "reference"
-    r = crawl_cli("crawl", str(spec), "--workspace", str(reference), *QUIET)
-    assert r.returncode == EXIT_OK, r.stderr[-2000:]
+    _crawl_to_the_end(crawl_cli, spec, reference)
     before = _hits(site)
 
     ws = tmp_path / "two"
@@ -134,10 +151,9 @@ def test_a_worker_killed_mid_crawl_leaves_the_other_to_finish(
     found = _wait_fetching(proc, ws, lines=40)
     victim_id, victim = sorted(found.items())[0]
     os.kill(victim, signal.SIGKILL)
-    _, err = proc.communicate(timeout=240)
     # the killed worker was interrupted: the parent says "run again" (3), although the
     # other worker took the dead one's rows and finished the job
-    assert proc.returncode == EXIT_CHECKPOINT, err[-3000:]
+    _exits(proc, EXIT_CHECKPOINT, timeout=240)
     assert _pending(ws) == 0
     finished = [e for e in events(ws) if e["event"] == "run_finished"]
     assert [e["worker"] for e in finished] == [w for w in sorted(found) if w != victim_id]
@@ -149,8 +165,7 @@ def test_a_worker_killed_mid_crawl_leaves_the_other_to_finish(
     assert report["workers"]["live"] == 0
     assert listed[victim]["state"] != "running"
 
-    resumed = crawl_cli("crawl", str(spec), "--workspace", str(ws), *QUIET)
-    assert resumed.returncode == EXIT_OK, resumed.stderr[-2000:]
+    _crawl_to_the_end(crawl_cli, spec, ws)
     assert workspace_items(ws) == workspace_items(reference)
 
     lines = url_log(ws)
@@ -169,11 +184,9 @@ def test_a_worker_killed_mid_crawl_leaves_the_other_to_finish(
 def test_a_worker_paused_past_its_lease_cannot_commit_what_was_taken_over(
     make_site, good_spec, tmp_path, crawl_cli
 ):
-    site = make_site(cases=60, delay=0.3, edge_cases=False)
-    spec = good_spec("cases", site.url, tmp_path)
+    _, spec = _cases(make_site, good_spec, tmp_path, cases=60, delay=0.3)
     reference = tmp_path / "reference"
-    r = crawl_cli("crawl", str(spec), "--workspace", str(reference), *QUIET)
-    assert r.returncode == EXIT_OK, r.stderr[-2000:]
+    _crawl_to_the_end(crawl_cli, spec, reference)
 
     ws = tmp_path / "two"
     lease = 1.5
@@ -185,8 +198,7 @@ def test_a_worker_paused_past_its_lease_cannot_commit_what_was_taken_over(
         time.sleep(4 * lease)  # its leases expire; the other worker takes its rows
     finally:
         os.kill(paused, signal.SIGCONT)
-    _, err = proc.communicate(timeout=240)
-    assert proc.returncode == EXIT_OK, err[-3000:]
+    _exits(proc, EXIT_OK, timeout=240)
     assert workspace_items(ws) == workspace_items(reference)
 
     lines = url_log(ws)
@@ -215,20 +227,17 @@ def test_a_worker_paused_past_its_lease_cannot_commit_what_was_taken_over(
 def test_sigterm_to_the_parent_stops_every_worker_as_a_checkpoint(
     make_site, good_spec, tmp_path, crawl_cli
 ):
-    site = make_site(cases=60, delay=0.2, edge_cases=False)
-    spec = good_spec("cases", site.url, tmp_path)
+    _, spec = _cases(make_site, good_spec, tmp_path, cases=60, delay=0.2)
     ws = tmp_path / "two"
     proc = _multi(spec, ws, lease=30.0)
     found = _wait_fetching(proc, ws, lines=10)
     proc.send_signal(signal.SIGTERM)
-    _, err = proc.communicate(timeout=120)
-    assert proc.returncode == EXIT_CHECKPOINT, err[-3000:]
+    _exits(proc, EXIT_CHECKPOINT, timeout=120)
     reasons = {e["worker"]: e["reason"] for e in events(ws) if e["event"] == "run_finished"}
     assert reasons == dict.fromkeys(found, "shutdown")
     assert _running_workers(ws) == {}  # both stopped cleanly: their leases released
     assert _pending(ws) > 0
     # a single-process resume takes over at once (no lease to wait for) and finishes
-    resumed = crawl_cli("crawl", str(spec), "--workspace", str(ws), *QUIET)
-    assert resumed.returncode == EXIT_OK, resumed.stderr[-2000:]
+    _crawl_to_the_end(crawl_cli, spec, ws)
     assert _pending(ws) == 0
     _assert_no_ok_row_fetched_again(url_log(ws))
