@@ -127,3 +127,18 @@ def test_a_schema_2_workspace_gains_free_leases(path: Path) -> None:
     a = open_worker(path, Clock())
     assert a.store.get_meta("schema_version") == "3"
     assert len(a.claim(100, 3)) == 10
+
+
+def test_a_claim_takes_the_first_kinds_before_older_rows(path: Path) -> None:
+    # a next page found after ten details: a pagination chain waits behind nothing
+    with SqliteStore.open(path) as s:
+        s.seed([NewRow(kind="list", url="http://h/list?page=2")])
+        (nxt,) = [r.id for r in s.resumable(3) if r.kind == "list"]
+    clock = Clock()
+    a, b = open_worker(path, clock), open_worker(path, clock)
+    got = a.claim(3, 3, first=("list",))
+    assert [r.id for r in got] == [nxt, 1, 2]  # the next page, then the oldest
+    assert [r.kind for r in got] == ["list", "detail", "detail"]
+    rest = b.claim(100, 3, first=("list",))  # none left of that kind: the oldest others
+    assert [r.id for r in rest] == list(range(3, 11))
+    assert b.claim(5, 3, first=("list",)) == []

@@ -149,20 +149,38 @@ class Leases:
         ).fetchone()
         return int(token)
 
-    def claim(self, limit: int, max_attempts: int) -> list[Row]:
-        """Take up to ``limit`` open rows (oldest first) that nobody live holds."""
+    def claim(self, limit: int, max_attempts: int, first: Sequence[str] = ()) -> list[Row]:
+        """Take up to ``limit`` open rows that nobody live holds: those of the kinds in
+        ``first`` before the others, oldest first within each. ``first`` is for the kinds
+        whose page finds the next one (pagination): such a chain is fetched one page at a
+        time, so a next page claimed behind the rows found before it would hold up every
+        page after it (measured: docs/benchmarks.md, "Several processes")."""
         if limit <= 0:
             return []
         now = self.clock()
+        free = (
+            "AND (lease_owner IS NULL OR lease_expires_at < ? "
+            "OR lease_owner IN (SELECT id FROM workers WHERE stopped_at IS NOT NULL)) "
+        )
         with self.store._tx() as conn:
             self._dead(conn, now)
-            got = conn.execute(
-                f"SELECT {_ROW_COLS} FROM rows INDEXED BY rows_open WHERE {_OPEN} "
-                "AND (lease_owner IS NULL OR lease_expires_at < ? "
-                "OR lease_owner IN (SELECT id FROM workers WHERE stopped_at IS NOT NULL)) "
-                "ORDER BY id LIMIT ?",
-                (max_attempts, now, limit),
-            ).fetchall()
+            got = []
+            if first:
+                # (kind, status) index: the open rows of those kinds only, never a scan
+                got = conn.execute(
+                    f"SELECT {_ROW_COLS} FROM rows INDEXED BY rows_kind_status "
+                    f"WHERE kind IN ({_marks(len(first))}) AND status IN ('pending', 'error') "
+                    f"AND {_OPEN} {free}ORDER BY id LIMIT ?",
+                    (*first, max_attempts, now, limit),
+                ).fetchall()
+            if len(got) < limit:
+                taken = {r[0] for r in got}
+                more = conn.execute(
+                    f"SELECT {_ROW_COLS} FROM rows INDEXED BY rows_open WHERE {_OPEN} "
+                    f"{free}ORDER BY id LIMIT ?",
+                    (max_attempts, now, limit),
+                ).fetchall()
+                got += [r for r in more if r[0] not in taken][: limit - len(got)]
             rows = [_to_row(r) for r in got if r[0] not in self.tokens]
             if rows:
                 self._lease(conn, [r.id for r in rows], now)
