@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from framework.errors import WorkspaceError
+from framework.errors import UsageError, WorkspaceError
 from framework.workspace import (
     ErrorKind,
     ItemWrite,
@@ -32,6 +32,8 @@ from framework.workspace import (
     RowStatus,
     content_hash,
 )
+from framework.workspace.holds import INVALID, REVIEW
+from framework.workspace.records import HoldWrite, ResponseWrite
 from framework.workspace.sqlite_base import CHUNK
 from tests.fixtures.workspace_backends import Backend, Clock
 
@@ -442,6 +444,96 @@ def test_requeue_filters(store: Any) -> None:
         c3.id: "pending",
         t0.id: "pending",
         t1.id: "ok",
+    }
+
+
+# what status, reparse and review read -------------------------------------------------
+
+
+def test_ok_attempts_and_stored_responses(store: Any) -> None:
+    a, b, c = store.seed([NewRow("detail", f"http://site/{i}") for i in range(3)])
+    assert store.responses_size() == (0, 0)
+    body = "<html>é</html>".encode() * 50
+    store.commit(Outcome(a.id, ok=False, error_kind=ErrorKind.TIMEOUT))
+    r = store.commit(
+        Outcome(
+            a.id,
+            ok=True,
+            http_status=200,
+            response=ResponseWrite("http://site/0", "http://site/0/", 200, "text/html", body),
+        )
+    )
+    assert 0 < r.response_bytes < len(body)  # compressed
+    store.commit(
+        Outcome(b.id, ok=True, response=ResponseWrite("http://site/1", "http://x/", 404, None, b""))
+    )
+    again = ResponseWrite("http://site/1", "http://y/", 200, None, b"2")
+    store.commit(Outcome(b.id, ok=True, response=again))  # replaces the stored answer
+    assert store.ok_attempts([a.id, b.id, c.id, 999]) == {a.id: 1, b.id: 2}
+    n, size = store.responses_size()
+    assert n == 2
+    assert size >= r.response_bytes
+    got = [(row.id, resp.final_url, resp.status, resp.body) for row, resp in store.iter_responses()]
+    assert got == [(a.id, "http://site/0/", 200, body), (b.id, "http://y/", 200, b"2")]
+    assert store.quick_check() is None
+
+
+def test_holds_are_kept_counted_and_decided(store: Any) -> None:
+    a, b = store.seed([NewRow("detail", "http://site/a"), NewRow("detail", "http://site/b")])
+    store.commit(Outcome(a.id, ok=True, items=[ItemWrite("t:a", "t", "a", {"n": 1, "tab": 0})]))
+    store.requeue(RequeueFilter(kind="detail"), 3)
+    change = [{"rule": "max_change", "field": "n", "value": 50}]
+    store.commit(
+        Outcome(a.id, ok=True, holds=[HoldWrite("t:a", "t", "a", {"n": 50}, REVIEW, change)])
+    )
+    bad = [{"rule": "min", "field": "n", "value": -1}]
+    store.commit(
+        Outcome(b.id, ok=True, holds=[HoldWrite("t:b", "t", "b", {"n": -1}, INVALID, bad)])
+    )
+    assert store.hold_counts() == {
+        "total": 2,
+        "by_status": {REVIEW: 1, INVALID: 1},
+        "by_rule": {"n: max_change": 1, "n: min": 1},
+    }
+    held = list(store.iter_holds())
+    assert [(h.dedupe_key, h.status, h.has_item, h.row_id) for h in held] == [
+        ("t:a", REVIEW, True, a.id),
+        ("t:b", INVALID, False, b.id),
+    ]
+    assert [h.dedupe_key for h in store.iter_holds(REVIEW)] == ["t:a"]
+    assert store.get_item("t:a").data == {"n": 1, "tab": 0}  # the accepted version stays
+    with pytest.raises(UsageError, match="held as invalid"):
+        store.decide_hold("t:b", True)
+    with pytest.raises(UsageError, match="not held"):
+        store.decide_hold("t:zz", False)
+    decided = store.decide_hold("t:a", True)
+    assert decided.data == {"n": 50}
+    item = store.get_item("t:a")
+    assert dict(item.data) == {"n": 50}  # "tab" was no merged part: not carried over
+    assert item.content_hash == content_hash(item.data)
+    assert [h.dedupe_key for h in store.iter_holds()] == ["t:b"]
+    # a later candidate that passes is stored and drops the hold of its key
+    store.requeue(RequeueFilter(url_contains="/b"), 3)
+    store.commit(Outcome(b.id, ok=True, items=[ItemWrite("t:b", "t", "b", {"n": 2})]))
+    assert store.hold_counts()["total"] == 0
+
+
+def test_fill_counts_per_kind_and_field(store: Any) -> None:
+    (d, e) = store.seed([NewRow("detail", "http://site/d"), NewRow("other", "http://site/e")])
+    store.commit(
+        Outcome(
+            d.id,
+            ok=True,
+            items=[
+                ItemWrite("t:1", "t", "1", {"a": 1, "b": "", "c": [], "d": {}, "e": None}),
+                ItemWrite("t:2", "t", "2", {"a": 0, "b": "x", "c": [1], "d": {"k": 1}, "e": False}),
+            ],
+        )
+    )
+    store.commit(Outcome(e.id, ok=True, items=[ItemWrite("t:3", "t", "3", {"a": "é"})]))
+    assert store.fill_counts() == {
+        "detail": {"records": 2, "fields": {"a": 2, "b": 1, "c": 1, "d": 1, "e": 1}},
+        "other": {"records": 1, "fields": {"a": 1}},
     }
 
 

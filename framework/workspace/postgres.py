@@ -1,11 +1,11 @@
 """The :class:`~framework.workspace.store.Store` on PostgreSQL: one job's workspace in a
 database (or a schema of one), shared by crawl workers on many machines.
 
-Owns the queue and item logic of that backend: seed, the one-transaction ``commit`` of
-a page's outcome (``commit_many``: of a group of them), item upserts and part merges,
-the completeness recomputation, requeue, refund, reset, and every read of the
-contract. Connections, schema and transactions are
-:mod:`framework.workspace.postgres_base`'s; the lease protocol is
+Owns the writes of that backend: seed, the one-transaction ``commit`` of a page's
+outcome (``commit_many``: of a group of them), item upserts and part merges, holds, the
+completeness recomputation, requeue, refund, reset, review decisions. Connections,
+schema and transactions are :mod:`framework.workspace.postgres_base`'s, the reads
+:mod:`framework.workspace.postgres_read`'s, the lease protocol
 :mod:`framework.workspace.postgres_leases`'s. The semantics are those of
 :class:`framework.workspace.sqlite.SqliteStore`, rule for rule (the same conformance
 suite runs on both: tests/test_workspace_conformance.py):
@@ -29,11 +29,14 @@ from __future__ import annotations
 import hashlib
 import json
 import zlib
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from framework.errors import WorkspaceError
-from framework.workspace.postgres_base import PgBase, RetryTransaction
+from framework.errors import UsageError, WorkspaceError
+from framework.workspace import holds
+from framework.workspace.holds import Hold
+from framework.workspace.postgres_base import RetryTransaction
+from framework.workspace.postgres_read import _HOLD_SQL, PgReader, _to_hold
 from framework.workspace.records import (
     CommitResult,
     ErrorKind,
@@ -43,18 +46,14 @@ from framework.workspace.records import (
     ResponseWrite,
     Row,
     RowStatus,
-    StoredItem,
     canonical_json,
+    content_hash,
 )
 from framework.workspace.sqlite_base import (
-    _ITEM_COLS,
-    _ROW_COLS,
     CHUNK,
     ERROR_DETAIL_MAX,
     ROWS_RESET_META,
     _chunks,
-    _to_item,
-    _to_row,
     utc_now,
 )
 from framework.workspace.store import RequeueFilter
@@ -99,7 +98,7 @@ _OUTCOME_UPDATE = (
 )
 
 
-class PostgresStore(PgBase):
+class PostgresStore(PgReader):
     """The Store contract on PostgreSQL. Build with ``PostgresStore.open(url)``."""
 
     # writes ------------------------------------------------------------------
@@ -495,6 +494,40 @@ class PostgresStore(PgBase):
             completed += [key for now, key in flips if now and key not in new_keys]
         return sorted(completed)
 
+    def decide_hold(self, key: str, accept: bool) -> Hold:
+        """Accept or reject the ``review_required`` candidate of ``key`` (as
+        :func:`framework.workspace.holds.decide`): accepted, it becomes the item, the
+        sub-tab data the item merged kept; rejected, it is dropped."""
+        now = self._clock()
+
+        def work(conn: psycopg.Connection[Any]) -> Hold:
+            got = conn.execute(
+                _HOLD_SQL.format(where="WHERE h.dedupe_key = %s") + " FOR UPDATE OF h", (key,)
+            ).fetchone()
+            hold = None if got is None else _to_hold(got)
+            if hold is None or hold.status != holds.REVIEW:
+                what = f"held as {hold.status}" if hold else "not held"
+                raise UsageError(f"{key}: {what}, nothing to review (see `framework review`)")
+            if accept:
+                row = conn.execute(
+                    "SELECT data, parts FROM items WHERE dedupe_key = %s FOR UPDATE", (key,)
+                ).fetchone()
+                data = dict(hold.data)
+                if row is not None:
+                    old, parts = json.loads(row[0]), json.loads(row[1]) if row[1] else []
+                    for name in parts:
+                        if name not in data and name in old:
+                            data[name] = old[name]
+                    conn.execute(
+                        "UPDATE items SET data = %s, content_hash = %s, last_scraped = %s "
+                        "WHERE dedupe_key = %s",
+                        (canonical_json(data), content_hash(data), now, key),
+                    )
+            conn.execute("DELETE FROM holds WHERE dedupe_key = %s", (key,))
+            return hold
+
+        return self._run(work)
+
     def requeue(self, which: RequeueFilter, max_attempts: int) -> int:
         """As :meth:`SqliteStore.requeue`: matching rows back to pending with a fresh
         attempt budget (history kept)."""
@@ -558,180 +591,6 @@ class PostgresStore(PgBase):
             conn.execute("UPDATE items SET row_id = NULL WHERE row_id IS NOT NULL")
 
         self._run(work)
-
-    # reads -------------------------------------------------------------------
-    def _page(self, sql: str, params: Sequence[Any]) -> Iterator[Sequence[Any]]:
-        """Keyset pagination over ``sql``, whose ``{after}`` slot takes ``AND id > %s``
-        and which ends with ``ORDER BY id LIMIT CHUNK`` (id is its first column). No
-        cursor stays open between chunks, so the caller may commit meanwhile."""
-        last: Any = None
-        while True:
-            if last is None:
-                chunk = self._conn().execute(sql.format(after=""), params).fetchall()
-            else:
-                chunk = (
-                    self._conn().execute(sql.format(after="AND id > %s"), [*params, last])
-                ).fetchall()
-            yield from chunk
-            if len(chunk) < CHUNK:
-                return
-            last = chunk[-1][0]
-
-    def resumable(self, max_attempts: int) -> Iterator[Row]:
-        sql = (
-            f"SELECT {_ROW_COLS} FROM rows WHERE status <> 'ok' "
-            "AND (status = 'pending' OR (retryable = 1 AND attempts < %s)) {after} "
-            f"ORDER BY id LIMIT {CHUNK}"
-        )
-        for r in self._page(sql, [max_attempts]):
-            yield _to_row(r)
-
-    def get_row(self, row_id: int) -> Row | None:
-        got = self._conn().execute(f"SELECT {_ROW_COLS} FROM rows WHERE id = %s", (row_id,))
-        row = got.fetchone()
-        return None if row is None else _to_row(row)
-
-    def max_row_id(self) -> int:
-        got = self._conn().execute("SELECT coalesce(max(id), 0) FROM rows").fetchone()
-        return int(got[0]) if got else 0
-
-    def iter_rows(self, status: RowStatus | None = None, kind: str | None = None) -> Iterator[Row]:
-        where, params = ["TRUE"], []
-        if status is not None:
-            where.append("status = %s")
-            params.append(RowStatus(status).value)
-        if kind is not None:
-            where.append("kind = %s")
-            params.append(kind)
-        sql = (
-            f"SELECT {_ROW_COLS} FROM rows WHERE {' AND '.join(where)} {{after}} "
-            f"ORDER BY id LIMIT {CHUNK}"
-        )
-        for r in self._page(sql, params):
-            yield _to_row(r)
-
-    def row_counts(self) -> dict[str, dict[RowStatus, int]]:
-        counts: dict[str, dict[RowStatus, int]] = {}
-        for kind, status, n in self._conn().execute(
-            "SELECT kind, status, count(*) FROM rows GROUP BY kind, status ORDER BY kind"
-        ):
-            counts.setdefault(kind, {})[RowStatus(status)] = int(n)
-        return counts
-
-    def counts(self, max_attempts: int) -> dict[str, int]:
-        got = (
-            self._conn()
-            .execute(
-                "SELECT count(*) FILTER (WHERE status = 'pending'), "
-                "count(*) FILTER (WHERE status = 'error' AND retryable = 1 AND attempts < %s), "
-                "count(*) FILTER (WHERE status = 'error' AND (retryable = 0 OR attempts >= %s)) "
-                "FROM rows WHERE status <> 'ok'",
-                (max_attempts, max_attempts),
-            )
-            .fetchone()
-        )
-        assert got is not None
-        return {"pending": int(got[0]), "retryable": int(got[1]), "exhausted": int(got[2])}
-
-    def exhausted(self, max_attempts: int, limit: int | None = None) -> list[Row]:
-        sql = (
-            f"SELECT {_ROW_COLS} FROM rows WHERE status = 'error' "
-            "AND (retryable = 0 OR attempts >= %s) ORDER BY id"
-        )
-        params: list[Any] = [max_attempts]
-        if limit is not None:
-            sql += " LIMIT %s"
-            params.append(limit)
-        return [_to_row(r) for r in self._conn().execute(sql, params)]
-
-    def attempts(self, row_id: int) -> list[Mapping[str, Any]]:
-        cur = self._conn().execute(
-            "SELECT n, attempt, time, outcome, http_status, error_kind, error FROM attempts "
-            "WHERE row_id = %s ORDER BY n",
-            (row_id,),
-        )
-        names = [d.name for d in cur.description or ()]
-        return [dict(zip(names, r, strict=True)) for r in cur]
-
-    def failures(self, row_id: int) -> int:
-        got = self._conn().execute(
-            "SELECT count(*) FROM attempts WHERE row_id = %s AND outcome = 'error'", (row_id,)
-        )
-        row = got.fetchone()
-        return int(row[0]) if row else 0
-
-    def misbehaving(self, limit: int = 10) -> list[Row]:
-        cur = self._conn().execute(
-            f"SELECT {', '.join('r.' + c.strip() for c in _ROW_COLS.split(','))} "
-            "FROM (SELECT row_id, count(*) AS n FROM attempts WHERE outcome = 'error' "
-            "GROUP BY row_id) f JOIN rows r ON r.id = f.row_id "
-            "ORDER BY r.status = 'error' DESC, f.n DESC, r.id LIMIT %s",
-            (limit,),
-        )
-        return [_to_row(r) for r in cur]
-
-    def item_counts(self) -> dict[str, int]:
-        got = self._conn().execute(
-            "SELECT count(*) FILTER (WHERE complete = 1), count(*) FILTER (WHERE complete = 0) "
-            "FROM items"
-        )
-        row = got.fetchone()
-        assert row is not None
-        return {"complete": int(row[0]), "incomplete": int(row[1])}
-
-    def incomplete_keys(self, limit: int) -> list[str]:
-        cur = self._conn().execute(
-            "SELECT dedupe_key FROM items WHERE complete = 0 ORDER BY dedupe_key LIMIT %s",
-            (limit,),
-        )
-        return [k for (k,) in cur]
-
-    def iter_items(
-        self,
-        complete_only: bool = True,
-        after: str | None = None,
-        only: Sequence[str] | None = None,
-    ) -> Iterator[StoredItem]:
-        where = "complete = 1" if complete_only else "TRUE"
-        if only is not None:
-            keys = sorted({k for k in only if after is None or k > after})
-            for chunk in _chunks(keys, CHUNK):
-                rows = (
-                    self._conn()
-                    .execute(
-                        f"SELECT {_ITEM_COLS} FROM items WHERE {where} "
-                        "AND dedupe_key = ANY(%s) ORDER BY dedupe_key",
-                        (list(chunk),),
-                    )
-                    .fetchall()
-                )
-                yield from (_to_item(r) for r in rows)
-            return
-        last = after
-        while True:
-            if last is None:
-                cur = self._conn().execute(
-                    f"SELECT {_ITEM_COLS} FROM items WHERE {where} ORDER BY dedupe_key "
-                    f"LIMIT {CHUNK}"
-                )
-            else:
-                cur = self._conn().execute(
-                    f"SELECT {_ITEM_COLS} FROM items WHERE {where} AND dedupe_key > %s "
-                    f"ORDER BY dedupe_key LIMIT {CHUNK}",
-                    (last,),
-                )
-            rows = cur.fetchall()
-            yield from (_to_item(r) for r in rows)
-            if len(rows) < CHUNK:
-                return
-            last = rows[-1][0]
-
-    def get_item(self, dedupe_key: str) -> StoredItem | None:
-        got = self._conn().execute(
-            f"SELECT {_ITEM_COLS} FROM items WHERE dedupe_key = %s", (dedupe_key,)
-        )
-        row = got.fetchone()
-        return None if row is None else _to_item(row)
 
 
 if TYPE_CHECKING:
