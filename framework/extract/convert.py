@@ -216,11 +216,63 @@ _ORDINAL = re.compile(r"(?<=\d)(st|nd|rd|th)\b")
 
 def _strptime_any(text: str, formats: tuple[str, ...]) -> datetime | None:
     for fmt in formats:
+        fast = _numeric_format(fmt)
+        if fast is not None:
+            m = fast.match(text)
+            if m is not None and m.end() == len(text):
+                try:
+                    return datetime(int(m["Y"]), int(m["m"]), int(m["d"]))
+                except ValueError:
+                    pass  # no such day: strptime below says so its own way
         try:
             return datetime.strptime(text, fmt)
         except ValueError:
             continue
     return None
+
+
+# strptime's own patterns for these directives (``_strptime.TimeRE``, which matches with
+# IGNORECASE, then refuses a match that leaves text over): what one of them matches is
+# the date strptime gives. strptime itself costs ~15 us a call (locale checks, a lock).
+_NUMERIC_DIRECTIVES = {
+    "d": r"(?P<d>3[0-1]|[1-2]\d|0[1-9]|[1-9]| [1-9])",
+    "m": r"(?P<m>1[0-2]|0[1-9]|[1-9])",
+    "Y": r"(?P<Y>\d\d\d\d)",
+}
+_NUMERIC_FORMATS: dict[str, re.Pattern[str] | None] = {}
+
+
+def _numeric_format(fmt: str) -> re.Pattern[str] | None:
+    """A format of exactly ``%d``, ``%m`` and ``%Y`` once each, separated by ``.``, ``/``
+    or ``-`` (``%d.%m.%Y``), as strptime's regex; None for any other format (which
+    strptime reads alone)."""
+    if fmt in _NUMERIC_FORMATS:
+        return _NUMERIC_FORMATS[fmt]
+    parts: list[str] = []
+    seen: set[str] = set()
+    i = 0
+    while i < len(fmt):
+        c = fmt[i]
+        if c == "%":
+            d = fmt[i + 1 : i + 2]
+            if d not in _NUMERIC_DIRECTIVES or d in seen:
+                parts = []
+                break
+            seen.add(d)
+            parts.append(_NUMERIC_DIRECTIVES[d])
+            i += 2
+        elif c in "./-":
+            parts.append(re.escape(c))
+            i += 1
+        else:
+            parts = []
+            break
+    compiled = (
+        re.compile("".join(parts), re.IGNORECASE) if parts and seen == {"d", "m", "Y"} else None
+    )
+    if len(_NUMERIC_FORMATS) < 256:  # formats come from specs: a few per job
+        _NUMERIC_FORMATS[fmt] = compiled
+    return compiled
 
 
 def to_date(value: Any, ctx: ConvertContext) -> str:
@@ -231,7 +283,7 @@ def to_date(value: Any, ctx: ConvertContext) -> str:
     if not isinstance(value, str):
         raise ConversionError(f"not a date: {value!r}")
     text = " ".join(value.split())
-    if len(text) == 10:
+    if len(text) == 10 and text[4] == "-":  # fromisoformat's only 10-character forms
         try:
             return date.fromisoformat(text).isoformat()
         except ValueError:

@@ -457,6 +457,9 @@ def _nullable(item: tuple[Any, Any]) -> bool:
 # --------------------------------------------------------------- records
 
 
+_SEQUENCES = (list, tuple)  # a tuple, not ``list | tuple``: no union built per value
+
+
 def record_size(value: Any, limit: int) -> int:
     """About how many bytes ``value`` takes as stored JSON (UTF-8), counted only until
     it passes ``limit``, so a huge value costs no more than the limit to measure."""
@@ -471,7 +474,7 @@ def record_size(value: Any, limit: int) -> int:
             for k, x in v.items():
                 total += len(str(k)) + 4
                 stack.append(x)
-        elif isinstance(v, list | tuple):
+        elif isinstance(v, _SEQUENCES):
             total += 2 + len(v)
             stack.extend(v)
         else:
