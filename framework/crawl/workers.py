@@ -1,6 +1,6 @@
 """`framework crawl JOB --processes N`: N crawl processes on one workspace.
 
-Owns the parent's side (prepare the workspace once, start N workers, forward signals,
+Owns the parent's side (prepare the workspace once, fork N workers, forward signals,
 wait, answer the worst exit code of theirs) and what a worker needs beyond a normal
 crawl: its share of the crawl lock and its lease heartbeat. The rows each worker
 fetches are the lease protocol's (:mod:`framework.workspace.leases`); the worker itself
@@ -22,11 +22,11 @@ import json
 import logging
 import math
 import os
+import random
 import signal
 import socket
-import subprocess
 import sys
-import time
+import traceback
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -141,10 +141,12 @@ def run_workers(
 
     preflight(jobdir, fresh=fresh)
     jobdir.mkdir(parents=True, exist_ok=True)
-    with Workspace.open(jobdir, create=True) as ws:
-        path = ws.lock_path("crawl")
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
+    path = jobdir / "crawl.lock"
+    fd = -1
+    try:
+        with Workspace.open(jobdir, create=True) as ws:
+            path = ws.lock_path("crawl")
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
@@ -167,51 +169,100 @@ def run_workers(
                 deferrals.clear(ws.store)
             if freed:
                 logger.info("%d leases of stopped workers freed", freed)
-            # shared from here on: the workers take their share before this one lets go
-            fcntl.flock(fd, fcntl.LOCK_SH)
-            return _spawn_and_wait(spec_path, root, jobdir, n, overrides)
-        finally:
+        # The workspace is closed (its connections and checkpoint thread) before the
+        # workers are forked: a child must not inherit an open SQLite connection or a
+        # thread's lock. The lock turns shared: the workers take their share before
+        # this one lets go.
+        fcntl.flock(fd, fcntl.LOCK_SH)
+        return _fork_and_wait(spec_path, root, jobdir, n, overrides, fd)
+    finally:
+        if fd >= 0:
             os.ftruncate(fd, 0)
             fcntl.flock(fd, fcntl.LOCK_UN)
             os.close(fd)
 
 
-def _spawn_and_wait(
-    spec_path: Path, root: Path, jobdir: Path, n: int, overrides: Mapping[str, Any]
+def _fork_and_wait(
+    spec_path: Path,
+    root: Path,
+    jobdir: Path,
+    n: int,
+    overrides: Mapping[str, Any],
+    lock_fd: int,
 ) -> int:
-    payload = json.dumps(
-        {
-            "spec": str(spec_path),
-            "root": str(root),
-            "settings": {**overrides, "JOBDIR": str(jobdir), WORKER_SETTING: True},
-        }
-    )
-    argv = [
-        sys.executable,
-        "-c",
-        "import sys; from framework.crawl.workers import child_main; "
-        "sys.exit(child_main(sys.argv[1]))",
-        payload,
-    ]
-    children = [subprocess.Popen(argv) for _ in range(n)]
+    """Fork the ``n`` workers and reap them. Forked, not started afresh: this process has
+    already imported Scrapy, Twisted, lxml and the job (the CLI built its settings), so a
+    worker starts crawling at once instead of spending ~1 s of CPU importing them again
+    (measured: docs/benchmarks.md). No reactor runs here and no thread (the workspace is
+    closed), so a child starts from a clean state and installs its own."""
+    settings = {**overrides, "JOBDIR": str(jobdir), WORKER_SETTING: True}
+    pids: list[int] = []
 
     def forward(signum: int, _frame: object) -> None:
-        for child in children:
-            if child.poll() is None:
-                with contextlib.suppress(ProcessLookupError):
-                    child.send_signal(signum)
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signum)
 
-    old = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
+    sigs = {signal.SIGINT, signal.SIGTERM}
+    old = {s: signal.getsignal(s) for s in sigs}
+    codes: dict[int, int] = {}
+    # Held back while forking: a signal is forwarded to every worker started so far,
+    # and a child must not run the parent's handler before it has set its own.
+    signal.pthread_sigmask(signal.SIG_BLOCK, sigs)
     try:
+        for s in sigs:
+            signal.signal(s, forward)
+        try:
+            for _ in range(n):
+                pids.append(_fork_worker(spec_path, root, settings, lock_fd, sigs))
+        finally:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, sigs)
         # reaped as each ends, not in order: a killed worker must not linger as a
         # zombie, whose pid would still look alive to the others (leases.pid_alive)
-        while any(child.poll() is None for child in children):
-            time.sleep(0.1)
-        codes = [child.returncode for child in children]
+        while len(codes) < len(pids):
+            pid, status = os.waitpid(-1, 0)  # a signal's handler runs, then it waits on
+            if pid in pids:
+                codes[pid] = os.waitstatus_to_exitcode(status)
     finally:
         for s, handler in old.items():
             signal.signal(s, handler)
-    return worst(codes)
+    return worst([codes[pid] for pid in pids])
+
+
+def _fork_worker(
+    spec_path: Path,
+    root: Path,
+    settings: Mapping[str, Any],
+    lock_fd: int,
+    sigs: set[signal.Signals],
+) -> int:
+    """Start one worker as a fork of this process (``sigs`` blocked); return its pid.
+    The child never returns: it runs the crawl and leaves with ``os._exit`` (the
+    parent's cleanup, its ``finally`` that unlocks the crawl lock, must not run in a
+    child)."""
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    pid = os.fork()
+    if pid:
+        return pid
+    code = 1  # as an uncaught exception would exit (its traceback is printed)
+    try:
+        # the parent's copy of the lock stays the parent's: closing this duplicate does
+        # not release it (flock belongs to the open file, released when all close)
+        os.close(lock_fd)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, sigs)
+        random.seed()  # not the parent's sequence, shared by every worker
+        code = _work(spec_path, root, settings)
+    except BaseException:
+        with contextlib.suppress(BaseException):
+            traceback.print_exc()
+    finally:
+        with contextlib.suppress(BaseException):
+            for stream in (sys.stdout, sys.stderr):
+                stream.flush()
+        os._exit(code)
 
 
 def worst(codes: list[int]) -> int:
@@ -250,16 +301,15 @@ def shared_politeness(settings: Settings, n: int) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------------- child side
-def child_main(payload: str) -> int:
+def _work(spec_path: Path, root: Path, settings: Mapping[str, Any]) -> int:
     """One worker: a crawl of the same workspace, leasing the rows it fetches; returns
     its exit code as `framework crawl` would (the parent prints the summary)."""
     import click
 
     from framework.crawl.process import run_crawl, verdict
 
-    spec = json.loads(payload)
     try:
-        result = run_crawl(Path(spec["spec"]), Path(spec["root"]), overrides=spec["settings"])
+        result = run_crawl(spec_path, root, overrides=settings)
         verdict(result)
     except FrameworkError as exc:
         click.echo(f"worker {os.getpid()}: error: {exc}", err=True)
@@ -274,7 +324,6 @@ __all__ = [
     "LEASE_SETTING",
     "WORKER_SETTING",
     "Heartbeat",
-    "child_main",
     "job_settings",
     "processes",
     "run_workers",
