@@ -699,6 +699,66 @@ def test_claim_takes_the_first_kinds_before_older_rows(backend: Backend) -> None
     assert len({a.token(r.id) for r in got}) == 1  # one claim, one token
 
 
+def test_four_workers_share_a_job_and_nothing_is_done_twice(backend: Backend) -> None:
+    """A small crawl by 4 threads, each its own connection and worker: rows are found
+    by two pages at once (n finds 2n+1, 2n+2 and n+1) and every page rewrites one shared
+    item, so commits race on the same new rows and the same item. Each row ends ok
+    after exactly one attempt, one row per URL, one item per key."""
+    n_rows = 150
+    backend.open().seed([NewRow("detail", "http://h/0")])
+    workers = [backend.leases(backend.open(), lease=600) for _ in range(4)]
+    failed: list[BaseException] = []
+    done: list[list[int]] = [[] for _ in workers]
+
+    def crawl(i: int) -> None:
+        worker = workers[i]
+        try:
+            while True:
+                got = worker.claim(3, 3)
+                if not got:
+                    if worker.others_working(3):
+                        time.sleep(0.002)
+                        continue
+                    return
+                for row in got:
+                    n = int(row.url.rsplit("/", 1)[1])
+                    found = [k for k in (2 * n + 1, 2 * n + 2, n + 1) if k < n_rows]
+                    (res,) = worker.store.commit_many(
+                        [
+                            Outcome(
+                                row.id,
+                                ok=True,
+                                lease_token=worker.token(row.id),
+                                new_rows=[NewRow("detail", f"http://h/{k}") for k in found],
+                                items=[
+                                    ItemWrite(f"t:{n}", "t", str(n), {"n": n}),
+                                    ItemWrite("t:shared", "t", "shared", {"last": n}),
+                                ],
+                            )
+                        ]
+                    )
+                    assert res is not None, "a live lease was fenced"
+                    worker.done(row.id)
+                    done[i].append(n)
+        except BaseException as exc:
+            failed.append(exc)
+
+    threads = [threading.Thread(target=crawl, args=(i,)) for i in range(len(workers))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert failed == []
+    assert sorted(n for ns in done for n in ns) == list(range(n_rows))  # each page once
+    store = backend.open()
+    rows = list(store.iter_rows())
+    assert sorted(r.url for r in rows) == sorted(f"http://h/{n}" for n in range(n_rows))
+    assert {(r.status, r.attempts) for r in rows} == {(RowStatus.OK, 1)}
+    assert store.ok_attempts([r.id for r in rows]) == {r.id: 1 for r in rows}
+    assert store.item_counts() == {"complete": n_rows + 1, "incomplete": 0}
+    assert store.get_item("t:shared").data["last"] in range(n_rows)
+
+
 # PostgreSQL only ------------------------------------------------------------------------
 
 
