@@ -96,3 +96,45 @@ def test_requeue_still_works_on_a_real_workspace(tmp_path: Path) -> None:
     r = _requeue(tmp_path, folder)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "requeued 0 rows"
+
+
+SPEC = """\
+name: cases
+source_type: cases
+start_urls: ["http://127.0.0.1:9/list"]
+detail:
+  id: "#id::text"
+  fields: {t: "h1::text"}
+"""
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("crawl", "cases"),
+        ("ship", "cases", "--dry-run"),
+        ("review", "cases", "accept", "k1"),
+        ("status", "cases"),
+        ("export", "cases", "-o", "-"),
+        ("reparse", "cases"),
+    ],
+    ids=lambda c: c[0],
+)
+def test_every_command_refuses_an_application_database_and_touches_nothing(
+    tmp_path: Path, command: tuple[str, ...]
+) -> None:
+    """The refusal is in the store's open (before the WAL switch and the schema), so a
+    command that opens the workspace for writing cannot change a foreign file either."""
+    spec = tmp_path / "projects" / "cases" / "job.yaml"
+    spec.parent.mkdir(parents=True)
+    spec.write_text(SPEC, encoding="utf-8")
+    folder = tmp_path / "elsewhere"
+    _foreign(folder, "CREATE TABLE customers (id INTEGER PRIMARY KEY, name TEXT);")
+    before = _snapshot(folder)
+
+    r = run_cli(*command, "--workspace", str(folder), cwd=tmp_path, timeout=60)
+
+    assert r.returncode == EXIT_USAGE, (r.stdout, r.stderr)
+    assert "not a framework workspace" in r.stderr or "not a workspace" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr
+    assert _snapshot(folder) == before

@@ -357,6 +357,8 @@ class SqliteBase:
         store = cls(Path(path), readonly=readonly, clock=clock)
         if readonly and not store.path.is_file():
             raise WorkspaceError(f"no workspace state at {store.path}")
+        if not readonly:
+            _refuse_foreign(store.path)
         try:
             conn = store._conn()
             if readonly:
@@ -538,6 +540,41 @@ class SqliteBase:
 
 
 __all__ = ["CHUNK", "ERROR_DETAIL_MAX", "SqliteBase", "space_needed", "utc_now", "workspace_fault"]
+
+
+def _refuse_foreign(path: Path) -> None:
+    """WorkspaceError when ``path`` is a SQLite database of something else.
+
+    Opening for writing switches the file to WAL and adds the framework's tables, so a
+    `--workspace` pointed at an application's database would be changed before any
+    check could refuse it. A file with tables but no ``meta`` table is not a workspace
+    (every schema since the first has one); it is probed read-only (``mode=ro``) and
+    left exactly as it was. A missing or empty file is a new workspace; one SQLite
+    cannot read is left to the open, which says so.
+    """
+    try:
+        if path.stat().st_size == 0:
+            return
+        con = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+    except (OSError, sqlite3.Error):
+        return
+    try:
+        tables = [
+            r[0]
+            for r in con.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name"
+            )
+        ]
+    except sqlite3.DatabaseError:
+        return
+    finally:
+        con.close()
+    if tables and "meta" not in tables:
+        shown = ", ".join(tables[:5]) + (", ..." if len(tables) > 5 else "")
+        raise WorkspaceError(
+            f"{path}: not a framework workspace (a SQLite database with other tables: "
+            f"{shown}); nothing was written: check --workspace"
+        )
 
 
 def _enter_wal(conn: sqlite3.Connection) -> None:
