@@ -51,9 +51,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
+from parsel import Selector
 from scrapy.http import Headers, HtmlResponse, Response
 from scrapy.responsetypes import responsetypes
-from scrapy.selector import Selector
 
 from framework import progress
 from framework.crawl.page import CompiledJob, PageResult
@@ -106,8 +106,10 @@ def rebuild(stored: StoredResponse, *, base_url: bool = True) -> Response:
     # normalisation per page, a tenth of the reparse)
     response = cls(url=stored.final_url, status=stored.status, headers=headers, body=stored.body)
     if not base_url and isinstance(response, HtmlResponse):
-        # what `response.selector` builds, with the URL given (as None) instead of found
-        response._cached_selector = Selector(response, base_url=None)
+        # what `response.selector` builds (Scrapy's Selector is parsel's plus a link to
+        # the response), without the document URL: Scrapy's own looks it up even when
+        # one is given
+        response._cached_selector = cast(Any, Selector(text=response.text, type="html"))
     return response
 
 
