@@ -68,12 +68,12 @@ _CLAIM = (
 )
 
 
-def _lease_step(conn: psycopg.Connection[Any]) -> None:
-    """Start a claim or heartbeat transaction without waiting for the WAL flush at its
-    commit (that wait was most of a claim's time). Safe by the fence: a claim or renewal
-    lost to a server crash leaves the row with an older token, so the worker's commit
-    is refused and the row fetched again; nothing is written twice, and a token is
-    never handed out twice (a sequence never goes back after a crash)."""
+def _renewal(conn: psycopg.Connection[Any]) -> None:
+    """Start a heartbeat transaction that does not wait for the WAL flush at its commit.
+    Safe by the fence: a renewal lost to a server crash only shortens the leases, and a
+    takeover then claims the rows with new tokens. Claims keep the wait: a claim lost
+    with its unflushed token could see the sequence hand out the same token again after
+    the crash, to another worker, and the fence could no longer tell the two apart."""
     conn.execute("SET LOCAL synchronous_commit = off")
 
 
@@ -145,7 +145,6 @@ class PgLeases:
         kinds = sorted(set(first))
 
         def work(conn: psycopg.Connection[Any]) -> list[tuple[Row, int]]:
-            _lease_step(conn)
             now = self._now(conn)
             self._dead(conn, now)
             got = conn.execute(
@@ -175,7 +174,6 @@ class PgLeases:
             return set()
 
         def work(conn: psycopg.Connection[Any]) -> list[tuple[int, int]]:
-            _lease_step(conn)
             now = self._now(conn)
             got = conn.execute(
                 "WITH picked AS ("
@@ -211,7 +209,7 @@ class PgLeases:
         lease was taken over while it was away): their commits will be refused."""
 
         def work(conn: psycopg.Connection[Any]) -> set[int]:
-            _lease_step(conn)
+            _renewal(conn)
             now = self._now(conn)
             conn.execute(
                 "UPDATE workers SET heartbeat_at = %s WHERE id = %s", (now, self.worker_id)
