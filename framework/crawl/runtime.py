@@ -359,7 +359,7 @@ class CrawlRuntime:
         idle = min(0.05, leases.lease_seconds / 4)
         max_attempts = self.limits.max_attempts
         while self.stop_reason is None:
-            room = self.lease_batch - len(leases.tokens)
+            room = self._room()
             if 2 * room < self.lease_batch:  # most of the batch still in flight
                 await self._room_freed(idle)
                 continue
@@ -393,12 +393,20 @@ class CrawlRuntime:
         if waiting is not None and not waiting.called:
             waiting.callback(None)
 
+    def _room(self) -> int:
+        """Rows a claiming worker may still take: its batch, less the rows it holds that
+        still need the downloader. A row whose response is in and waits for its group's
+        commit keeps its lease (the fence) but no longer holds a request slot; counted
+        as held, it left the downloader short while the group waited."""
+        assert self.leases is not None
+        return self.lease_batch - len(self.leases.tokens) + len(self.group)
+
     def _settled(self, row_id: int) -> None:
         """A claiming worker is done with a row (committed, refused or lost): its room is
         free, and the claim loop wakes once half the batch is."""
         assert self.leases is not None
         self.leases.done(row_id)
-        if 2 * (self.lease_batch - len(self.leases.tokens)) >= self.lease_batch:
+        if 2 * self._room() >= self.lease_batch:
             self._wake_claimer()
 
     def _leases_lost(self, ids: set[int]) -> None:
@@ -884,6 +892,8 @@ class CrawlRuntime:
             work=bool(outcome.new_rows),
         )
         if not waiting.done:
+            if self.claiming and 2 * self._room() >= self.lease_batch:
+                self._wake_claimer()  # its response is in: room for the next claim
             return waiting.deferred()
         if waiting.failure is not None:
             raise waiting.failure
@@ -961,7 +971,7 @@ class CrawlRuntime:
         """Of the rows a claiming worker just found, those it leases (as many as it has
         room for, still free): the only ones it schedules; the rest are anyone's."""
         assert self.leases is not None
-        room = self.lease_batch - len(self.leases.tokens)
+        room = self._room()
         if room <= 0 or not inserted:
             return []
         # a next page (its kind paginates) first: the one row that leads to more work,
