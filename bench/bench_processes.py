@@ -58,6 +58,7 @@ class Run:
     site_cpu: float
     exit_code: int
     workspace: Path | None
+    load: tuple[float, float] = (0.0, 0.0)  # 1-minute load average before and after
 
     @property
     def cpu_ms_per_page(self) -> float:
@@ -93,6 +94,7 @@ def run_once(variant: str, site: Site, work: Path, n: int, crawlee: str | None) 
     argv, workspace = command(variant, site, work, crawlee)
     log = work / f"{variant}-{n}.log"
     site.reset()
+    load0 = os.getloadavg()[0]
     cpu0 = site.cpu()
     child0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.monotonic()
@@ -101,7 +103,16 @@ def run_once(variant: str, site: Site, work: Path, n: int, crawlee: str | None) 
     wall = time.monotonic() - started
     child1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (child1.ru_utime - child0.ru_utime) + (child1.ru_stime - child0.ru_stime)
-    return Run(variant, wall, site.served(), cpu, site.cpu() - cpu0, proc.returncode, workspace)
+    return Run(
+        variant,
+        wall,
+        site.served(),
+        cpu,
+        site.cpu() - cpu0,
+        proc.returncode,
+        workspace,
+        (load0, os.getloadavg()[0]),
+    )
 
 
 def items(workspace: Path) -> dict[str, dict[str, object]]:
@@ -132,6 +143,7 @@ def main() -> None:
     if args.only:
         variants = [v for v in variants if v in args.only.split(",")]
     work = Path(tempfile.mkdtemp(prefix="bench-processes-"))
+    load_start = os.getloadavg()[0]
     site = Site(args.cases)
     runs: dict[str, list[Run]] = {v: [] for v in variants}
     try:
@@ -142,7 +154,8 @@ def main() -> None:
                 print(
                     f"round {n + 1} {variant:<15} {run.wall:6.2f}s {run.pages:6d} pages "
                     f"cpu={run.cpu:6.2f}s ({run.cpu_ms_per_page:.2f} ms/page) "
-                    f"site_cpu={run.site_cpu:.2f}s exit={run.exit_code}",
+                    f"site_cpu={run.site_cpu:.2f}s exit={run.exit_code} "
+                    f"load {run.load[0]:.1f}->{run.load[1]:.1f}",
                     flush=True,
                 )
     finally:
@@ -151,7 +164,7 @@ def main() -> None:
     print(f"command: {cmd}")
     print(
         f"site: {args.cases} cases, {site.url}; machine: {os.cpu_count()} cores, "
-        f"load average at the end {os.getloadavg()[0]:.1f}; python {sys.version.split()[0]}"
+        f"load average {load_start:.1f} at the start, {os.getloadavg()[0]:.1f} at the end; python {sys.version.split()[0]}"
     )
     print()
     print("| variant | median wall s | median CPU s | CPU ms/page | pages | failed runs |")
