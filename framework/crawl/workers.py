@@ -196,6 +196,7 @@ def _fork_and_wait(
     (measured: docs/benchmarks.md). No reactor runs here and no thread (the workspace is
     closed), so a child starts from a clean state and installs its own."""
     settings = {**overrides, "JOBDIR": str(jobdir), WORKER_SETTING: True}
+    preload(job_settings(spec_path, root, settings))
     pids: list[int] = []
 
     def forward(signum: int, _frame: object) -> None:
@@ -265,6 +266,48 @@ def _fork_worker(
         os._exit(code)
 
 
+# Scrapy's components, imported when a crawler is built: loaded once here instead
+_COMPONENT_DICTS = (
+    "DOWNLOAD_HANDLERS",
+    "DOWNLOADER_MIDDLEWARES",
+    "SPIDER_MIDDLEWARES",
+    "EXTENSIONS",
+    "ITEM_PIPELINES",
+)
+_COMPONENTS = (
+    "DOWNLOADER",
+    "DOWNLOADER_CLIENTCONTEXTFACTORY",
+    "SCHEDULER",
+    "SCHEDULER_PRIORITY_QUEUE",
+    "SCHEDULER_MEMORY_QUEUE",
+    "SCHEDULER_START_MEMORY_QUEUE",
+    "STATS_CLASS",
+    "LOG_FORMATTER",
+    "REQUEST_FINGERPRINTER_CLASS",
+    "ROBOTSTXT_PARSER",
+    "TWISTED_DNS_RESOLVER",
+    "DUPEFILTER_CLASS",
+    "ITEM_PROCESSOR",
+)
+
+
+def preload(settings: Settings) -> None:
+    """Import, in the parent, the classes each worker's crawler will load (measured:
+    ~185 modules, 0.2-0.4 s of CPU per worker when each imports them after the fork).
+    Only imports: no reactor is installed (Scrapy's modules do not import one), so
+    every child still installs its own. One that fails to import is left to the
+    worker, which reports it as a crawl that cannot start."""
+    from scrapy.utils.misc import load_object
+
+    paths: list[Any] = [settings.get(name) for name in _COMPONENTS]
+    for name in _COMPONENT_DICTS:
+        paths.extend(settings.getwithbase(name))
+    for path in paths:
+        if isinstance(path, str) and path:
+            with contextlib.suppress(Exception):
+                load_object(path)
+
+
 def worst(codes: list[int]) -> int:
     """The worst exit code: usage (2) over halted (4) over checkpoint (3) over ok; a
     worker killed by a signal (a negative code) was interrupted: a checkpoint."""
@@ -325,6 +368,7 @@ __all__ = [
     "WORKER_SETTING",
     "Heartbeat",
     "job_settings",
+    "preload",
     "processes",
     "run_workers",
     "shared_crawl_lock",
