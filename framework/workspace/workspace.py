@@ -19,6 +19,7 @@ from typing import Any
 
 from framework.errors import LockHeld, WorkspaceError
 from framework.workspace.jsonl import JsonlLog
+from framework.workspace.locate import is_database_url
 from framework.workspace.sqlite import SqliteStore, utc_now
 from framework.workspace.sqlite_base import workspace_fault
 
@@ -34,17 +35,34 @@ class Workspace:
 
     def __init__(self, path: Path, store: SqliteStore, *, readonly: bool) -> None:
         self.path = path
+        self.where = str(path)  # how messages name it (a database's URL, password masked)
         self.store = store
         self.readonly = readonly
+        # per-host politeness shared by many workers (a database workspace's): None here,
+        # where the crawl keeps it in the process and the `not_before` meta
+        self.hosts: Any = None
         self.urls: JsonlLog = _FaultTypedLog(path / URLS_FILE, path / STATE_FILE)
         self.events: JsonlLog = _FaultTypedLog(path / EVENTS_FILE, path / STATE_FILE)
         self.ship_log_path = path / SHIP_LOG_FILE
         self.state_path = path / STATE_FILE
 
     @classmethod
-    def open(cls, path: str | Path, *, create: bool = True, readonly: bool = False) -> Workspace:
-        """Open the workspace at ``path``. ``create`` makes the folder and state file
-        when missing; ``readonly`` never writes (for `status` while a crawl runs)."""
+    def open(
+        cls,
+        path: str | Path,
+        *,
+        create: bool = True,
+        readonly: bool = False,
+        local: Path | None = None,
+    ) -> Workspace:
+        """Open the workspace at ``path``: a folder, or a ``postgresql://`` URL (a
+        :class:`~framework.workspace.pg_workspace.PgWorkspace`, whose ``local`` folder
+        keeps what must stay on this machine). ``create`` makes the folder and state
+        file when missing; ``readonly`` never writes (for `status` while a crawl runs)."""
+        if is_database_url(path):
+            from framework.workspace.pg_workspace import PgWorkspace
+
+            return PgWorkspace.open_url(str(path), create=create, readonly=readonly, local=local)
         folder = Path(path)
         state = folder / STATE_FILE
         if readonly or not create:
@@ -68,6 +86,11 @@ class Workspace:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    @property
+    def is_database(self) -> bool:
+        """Whether the state is in a database (many workers, many machines)."""
+        return False
+
     # locks -------------------------------------------------------------------
     def lock_path(self, name: str) -> Path:
         if not name or "/" in name or name.startswith("."):
@@ -75,13 +98,18 @@ class Workspace:
         return self.path / f"{name}.lock"
 
     @contextmanager
-    def lock(self, name: str) -> Iterator[dict[str, Any]]:
+    def lock(self, name: str, *, shared: bool = False) -> Iterator[dict[str, Any]]:
         """Hold ``<workspace>/<name>.lock`` (exclusive, non-blocking ``flock``) for the
-        block. A held lock raises :class:`LockHeld` naming the holder. The flock is the
+        block; ``shared``: a share of it (crawl workers), which names no holder.
+        A held lock raises :class:`LockHeld` naming the holder. The flock is the
         truth (the kernel drops it when the holder dies, even by ``kill -9``); the
         file's text only says who holds it, and is emptied on release. Lock files are
         never deleted: deleting one races with a process that has just opened it."""
         path = self.lock_path(name)
+        if shared:
+            with _shared_flock(path) as info:
+                yield info
+            return
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             try:
@@ -151,6 +179,22 @@ class _FaultTypedLog(JsonlLog):
             if fault is not None:
                 raise fault from exc
             raise
+
+
+@contextmanager
+def _shared_flock(path: Path) -> Iterator[dict[str, Any]]:
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise lock_held(path, _read_holder(path)) from None
+        try:
+            yield {"pid": os.getpid(), "host": socket.gethostname(), "shared": True}
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
 
 
 def held_by(path: Path) -> dict[str, Any] | None:
