@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 from framework.errors import UsageError, WorkspaceError
 from framework.workspace import holds
 from framework.workspace.holds import Hold
-from framework.workspace.postgres_base import RetryTransaction
+from framework.workspace.postgres_base import COMPACT_EVERY, RetryTransaction
 from framework.workspace.postgres_read import _HOLD_SQL, PgReader, _to_hold
 from framework.workspace.records import (
     CommitResult,
@@ -187,7 +187,9 @@ class PostgresStore(PgReader):
         if not outcomes:
             return []
         now = self._clock()
-        return self._run(lambda conn: [self._apply_outcome(conn, o, now) for o in outcomes])
+        return self._run(
+            lambda conn: [self._apply_outcome(conn, o, now) for o in outcomes], len(outcomes)
+        )
 
     def _apply_outcome(
         self, conn: psycopg.Connection[Any], outcome: Outcome, now: str
@@ -563,7 +565,10 @@ class PostgresStore(PgReader):
             self._recompute(conn, keys)
             return len(ids)
 
-        return self._run(work)
+        n = self._run(work)
+        if n > COMPACT_EVERY:
+            self._compact()  # each requeued row added two deltas to the tally
+        return n
 
     def refund(self, attempts: Mapping[int, int]) -> None:
         if not attempts:

@@ -29,7 +29,11 @@ if TYPE_CHECKING:
 
 # The version of the PostgreSQL schema below (meta key ``schema_version``). It counts
 # on its own: the SQLite file's version (records.SCHEMA_VERSION) says nothing about it.
-PG_SCHEMA_VERSION = 1
+PG_SCHEMA_VERSION = 2
+# after this many pages committed (or other write transactions) by a store, it folds
+# the tallies (see _TALLIES): a page appends ~10 rows to them (its row, its found rows,
+# an item's fields), so a reader sums some thousands of rows per worker at most
+COMPACT_EVERY = 500
 TX_TRIES = 5  # a transaction that deadlocked or lost a race is run again, this many times
 # any constant: the transaction-scoped advisory lock under which the schema is created,
 # so that N workers opening a new database at once create it once
@@ -140,9 +144,133 @@ CREATE TABLE IF NOT EXISTS workers (
 CREATE SEQUENCE IF NOT EXISTS lease_tokens
 """
 
+# Version 2: what `status` reads is tallied as it is written, so that it costs the same
+# at ten million rows as at ten (counting the rows was a full read of the table: seconds
+# at 10M, measured in docs/benchmarks.md). Triggers keep the tallies in the transaction
+# of every change, whatever writes it (commit, seed, requeue, refund, reset, copy).
+# A tally is a table of signed deltas, not one counter row per key: N workers
+# committing at once only append (no hot row to wait for, no deadlock); readers sum
+# it, and _compact folds it back to one row per key from time to time.
+# items.row_kind: the kind of the item's row when it was written, kept so that a
+# change can take the item out of the tally of the kind it was counted under even
+# after its row is gone (reset_rows deletes the rows, then unlinks the items).
+_TALLIES = (
+    "LOCK TABLE rows, items IN SHARE ROW EXCLUSIVE MODE",  # no write between seed and trigger
+    'CREATE TABLE row_tally (kind TEXT COLLATE "C" NOT NULL, status TEXT NOT NULL, '
+    "retryable SMALLINT NOT NULL, attempts INTEGER NOT NULL, n BIGINT NOT NULL)",
+    "INSERT INTO row_tally SELECT kind, status, retryable, attempts, count(*) FROM rows "
+    "GROUP BY 1, 2, 3, 4",
+    # a row counted in `field IS NULL` is the item itself (complete or not), the others
+    # a field of it: present (n) and holding a value (filled: not null, "", [] or {})
+    'CREATE TABLE item_tally (kind TEXT COLLATE "C" NOT NULL, field TEXT COLLATE "C", '
+    "complete SMALLINT, n BIGINT NOT NULL, filled BIGINT NOT NULL)",
+    'ALTER TABLE items ADD COLUMN row_kind TEXT COLLATE "C"',
+    "UPDATE items SET row_kind = rows.kind FROM rows WHERE rows.id = items.row_id",
+    """CREATE FUNCTION item_facts(k TEXT, c SMALLINT, d TEXT, s INTEGER)
+    RETURNS TABLE (kind TEXT, field TEXT, complete SMALLINT, n BIGINT, filled BIGINT)
+    LANGUAGE sql IMMUTABLE AS $$
+        SELECT coalesce(k, '?'), NULL::text, c, s::bigint, 0::bigint
+        UNION ALL
+        SELECT coalesce(k, '?'), j.key, NULL::smallint, s::bigint,
+               s::bigint * CASE jsonb_typeof(j.value) WHEN 'null' THEN 0
+                   WHEN 'string' THEN (j.value <> '""'::jsonb)::int
+                   WHEN 'array' THEN (jsonb_array_length(j.value) > 0)::int
+                   WHEN 'object' THEN (j.value <> '{}'::jsonb)::int ELSE 1 END
+        FROM jsonb_each(d::jsonb) j
+    $$""",
+    "INSERT INTO item_tally SELECT f.kind, f.field, f.complete, sum(f.n), sum(f.filled) "
+    "FROM items, item_facts(items.row_kind, items.complete, items.data, 1) f GROUP BY 1, 2, 3",
+    """CREATE FUNCTION rows_tally_added() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        INSERT INTO row_tally SELECT kind, status, retryable, attempts, count(*)
+        FROM added GROUP BY 1, 2, 3, 4;
+        RETURN NULL;
+    END $$""",
+    """CREATE FUNCTION rows_tally_removed() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        INSERT INTO row_tally SELECT kind, status, retryable, attempts, -count(*)
+        FROM removed GROUP BY 1, 2, 3, 4;
+        RETURN NULL;
+    END $$""",
+    """CREATE FUNCTION rows_tally_changed() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        INSERT INTO row_tally VALUES (OLD.kind, OLD.status, OLD.retryable, OLD.attempts, -1),
+                                     (NEW.kind, NEW.status, NEW.retryable, NEW.attempts, 1);
+        RETURN NULL;
+    END $$""",
+    # inserts and deletes come in sets (a page's found rows, reset_rows): one statement
+    # trigger with the set; an update is of one row (a commit) or a few (requeue), and a
+    # row trigger can skip the updates that change nothing counted (leases, heartbeats)
+    "CREATE TRIGGER rows_tally_added AFTER INSERT ON rows REFERENCING NEW TABLE AS added "
+    "FOR EACH STATEMENT EXECUTE FUNCTION rows_tally_added()",
+    "CREATE TRIGGER rows_tally_removed AFTER DELETE ON rows REFERENCING OLD TABLE AS removed "
+    "FOR EACH STATEMENT EXECUTE FUNCTION rows_tally_removed()",
+    "CREATE TRIGGER rows_tally_changed AFTER UPDATE OF kind, status, retryable, attempts "
+    "ON rows FOR EACH ROW WHEN (OLD.kind IS DISTINCT FROM NEW.kind "
+    "OR OLD.status IS DISTINCT FROM NEW.status OR OLD.retryable IS DISTINCT FROM NEW.retryable "
+    "OR OLD.attempts IS DISTINCT FROM NEW.attempts) EXECUTE FUNCTION rows_tally_changed()",
+    """CREATE FUNCTION items_kind() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        NEW.row_kind := (SELECT kind FROM rows WHERE id = NEW.row_id);
+        RETURN NEW;
+    END $$""",
+    "CREATE TRIGGER items_kind_added BEFORE INSERT ON items FOR EACH ROW "
+    "EXECUTE FUNCTION items_kind()",
+    "CREATE TRIGGER items_kind_changed BEFORE UPDATE OF row_id ON items FOR EACH ROW "
+    "WHEN (OLD.row_id IS DISTINCT FROM NEW.row_id) EXECUTE FUNCTION items_kind()",
+    # statement triggers with the changed sets: an UPDATE of every item (reset_rows
+    # unlinking them) appends one delta per kind and field, not one per item
+    """CREATE FUNCTION items_tally_added() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        INSERT INTO item_tally SELECT f.kind, f.field, f.complete, sum(f.n), sum(f.filled)
+        FROM added, item_facts(added.row_kind, added.complete, added.data, 1) f
+        GROUP BY 1, 2, 3;
+        RETURN NULL;
+    END $$""",
+    """CREATE FUNCTION items_tally_removed() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        INSERT INTO item_tally SELECT f.kind, f.field, f.complete, sum(f.n), sum(f.filled)
+        FROM removed, item_facts(removed.row_kind, removed.complete, removed.data, -1) f
+        GROUP BY 1, 2, 3;
+        RETURN NULL;
+    END $$""",
+    """CREATE FUNCTION items_tally_changed() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        INSERT INTO item_tally SELECT f.kind, f.field, f.complete, sum(f.n), sum(f.filled)
+        FROM (SELECT g.* FROM removed,
+                     item_facts(removed.row_kind, removed.complete, removed.data, -1) g
+              UNION ALL
+              SELECT g.* FROM added,
+                     item_facts(added.row_kind, added.complete, added.data, 1) g) f
+        GROUP BY 1, 2, 3 HAVING sum(f.n) <> 0 OR sum(f.filled) <> 0;
+        RETURN NULL;
+    END $$""",
+    "CREATE TRIGGER items_tally_added AFTER INSERT ON items REFERENCING NEW TABLE AS added "
+    "FOR EACH STATEMENT EXECUTE FUNCTION items_tally_added()",
+    "CREATE TRIGGER items_tally_removed AFTER DELETE ON items REFERENCING OLD TABLE AS removed "
+    "FOR EACH STATEMENT EXECUTE FUNCTION items_tally_removed()",
+    "CREATE TRIGGER items_tally_changed AFTER UPDATE ON items "
+    "REFERENCING OLD TABLE AS removed NEW TABLE AS added "
+    "FOR EACH STATEMENT EXECUTE FUNCTION items_tally_changed()",
+    # what status reads besides the tallies, walked in O(what it shows)
+    "CREATE INDEX rows_error ON rows (id) WHERE status = 'error'",
+    "CREATE INDEX items_incomplete ON items (dedupe_key) WHERE complete = 0",
+)
+
 # version -> the statements that bring a database at version - 1 to it. Version 1 is
-# the schema above; a later change appends here (and bumps PG_SCHEMA_VERSION).
-_MIGRATIONS: dict[int, tuple[str, ...]] = {}
+# the schema above; a later change appends here (and bumps PG_SCHEMA_VERSION). A new
+# database gets the schema above, then every migration.
+_MIGRATIONS: dict[int, tuple[str, ...]] = {2: _TALLIES}
+# fold a tally's deltas into one row per key (see _TALLIES)
+_COMPACT = (
+    "WITH gone AS (DELETE FROM row_tally RETURNING *) INSERT INTO row_tally "
+    "SELECT kind, status, retryable, attempts, sum(n) FROM gone GROUP BY 1, 2, 3, 4 "
+    "HAVING sum(n) <> 0",
+    "WITH gone AS (DELETE FROM item_tally RETURNING *) INSERT INTO item_tally "
+    "SELECT kind, field, complete, sum(n), sum(filled) FROM gone GROUP BY 1, 2, 3 "
+    "HAVING sum(n) <> 0 OR sum(filled) <> 0",
+)
+_COMPACT_LOCK = _SCHEMA_LOCK + 1  # one compaction at a time; the others skip theirs
 
 T = TypeVar("T")
 _TRANSIENT_SQLSTATES = frozenset({"40001", "40P01"})  # serialization failure, deadlock
@@ -176,6 +304,10 @@ class PgBase:
         self._local = threading.local()
         self._all: list[psycopg.Connection[Any]] = []
         self._guard = threading.Lock()
+        # of the database; below 2 (opened read-only, not migrated) the reads count the
+        # tables themselves instead of the tallies
+        self.schema_version = PG_SCHEMA_VERSION
+        self._writes = 0  # transactions run by _run since the tallies were last folded
 
     @classmethod
     def open(cls, url: str, *, readonly: bool = False, clock: Callable[[], str] = utc_now) -> Self:
@@ -184,10 +316,13 @@ class PgBase:
         try:
             conn = store._conn()
             if readonly:
-                if store._version(conn) == 0:
+                store.schema_version = store._version(conn)
+                if store.schema_version == 0:
                     raise WorkspaceError(f"{store.where}: no workspace in this database")
             else:
                 store._ensure_schema(conn)
+                store.schema_version = PG_SCHEMA_VERSION
+                store._compact()  # what a bulk write (a copy, a requeue) left unfolded
         except BaseException:
             store.close()
             raise
@@ -235,12 +370,16 @@ class PgBase:
         with conn.transaction():
             yield conn
 
-    def _run(self, work: Callable[[psycopg.Connection[Any]], T]) -> T:
+    def _run(self, work: Callable[[psycopg.Connection[Any]], T], pages: int = 1) -> T:
         """``work(conn)`` in one transaction, run again (from the start, on a clean
         state) when PostgreSQL aborts it for a deadlock or a serialization failure, or
         when it asks to with :class:`RetryTransaction`. ``work`` must not change
-        anything outside the database before it returns."""
+        anything outside the database before it returns. ``pages``: the outcomes it
+        commits, which count towards the next fold of the tallies."""
         psycopg = _psycopg()
+        self._writes += pages
+        if self._writes >= COMPACT_EVERY:
+            self._compact()
         for attempt in range(TX_TRIES):
             try:
                 with self._tx() as conn:
@@ -255,6 +394,18 @@ class PgBase:
                 if exc.sqlstate not in _TRANSIENT_SQLSTATES or attempt == TX_TRIES - 1:
                     raise
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _compact(self) -> None:
+        """Fold the tallies' deltas into one row per key, unless another connection is
+        doing it right now. Its own transaction: a fold is never lost with a write."""
+        self._writes = 0
+        if self.readonly or self.schema_version < 2:
+            return
+        with self._tx() as conn:
+            got = conn.execute("SELECT pg_try_advisory_xact_lock(%s)", (_COMPACT_LOCK,)).fetchone()
+            if got and got[0]:
+                for statement in _COMPACT:
+                    conn.execute(statement)
 
     # schema ------------------------------------------------------------------
     def _version(self, conn: psycopg.Connection[Any]) -> int:
@@ -285,10 +436,10 @@ class PgBase:
                 for statement in _SCHEMA.split(";"):
                     if statement.strip():
                         conn.execute(statement)
-            else:
-                for step in range(version + 1, PG_SCHEMA_VERSION + 1):
-                    for statement in _MIGRATIONS[step]:
-                        conn.execute(statement)
+                version = 1
+            for step in range(version + 1, PG_SCHEMA_VERSION + 1):
+                for statement in _MIGRATIONS[step]:
+                    conn.execute(statement)
             conn.execute(
                 "INSERT INTO meta (key, value) VALUES ('schema_version', %s) "
                 "ON CONFLICT (key) DO UPDATE SET value = excluded.value",

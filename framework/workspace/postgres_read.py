@@ -96,10 +96,19 @@ class PgReader(PgBase):
         for r in self._page(sql, params):
             yield _to_row(r)
 
+    # The counts status shows are read from the tallies the triggers keep (postgres_base
+    # _TALLIES: O(kinds), not O(rows)); a database not migrated yet, opened read-only,
+    # is counted the slow way.
+    def _row_tally(self) -> str:
+        if self.schema_version >= 2:
+            return "(SELECT kind, status, retryable, attempts, n FROM row_tally) t"
+        return "(SELECT kind, status, retryable, attempts, 1 AS n FROM rows) t"
+
     def row_counts(self) -> dict[str, dict[RowStatus, int]]:
         counts: dict[str, dict[RowStatus, int]] = {}
         for kind, status, n in self._conn().execute(
-            "SELECT kind, status, count(*) FROM rows GROUP BY kind, status ORDER BY kind"
+            f"SELECT kind, status, sum(n) FROM {self._row_tally()} GROUP BY kind, status "
+            "HAVING sum(n) <> 0 ORDER BY kind"
         ):
             counts.setdefault(kind, {})[RowStatus(status)] = int(n)
         return counts
@@ -108,10 +117,12 @@ class PgReader(PgBase):
         got = (
             self._conn()
             .execute(
-                "SELECT count(*) FILTER (WHERE status = 'pending'), "
-                "count(*) FILTER (WHERE status = 'error' AND retryable = 1 AND attempts < %s), "
-                "count(*) FILTER (WHERE status = 'error' AND (retryable = 0 OR attempts >= %s)) "
-                "FROM rows WHERE status <> 'ok'",
+                "SELECT coalesce(sum(n) FILTER (WHERE status = 'pending'), 0), "
+                "coalesce(sum(n) FILTER (WHERE status = 'error' AND retryable = 1 "
+                "AND attempts < %s), 0), "
+                "coalesce(sum(n) FILTER (WHERE status = 'error' "
+                f"AND (retryable = 0 OR attempts >= %s)), 0) FROM {self._row_tally()} "
+                "WHERE status <> 'ok'",
                 (max_attempts, max_attempts),
             )
             .fetchone()
@@ -157,9 +168,14 @@ class PgReader(PgBase):
         return [_to_row(r) for r in cur]
 
     def item_counts(self) -> dict[str, int]:
+        table = (
+            "(SELECT complete, n FROM item_tally WHERE field IS NULL) t"
+            if self.schema_version >= 2
+            else "(SELECT complete, 1 AS n FROM items) t"
+        )
         got = self._conn().execute(
-            "SELECT count(*) FILTER (WHERE complete = 1), count(*) FILTER (WHERE complete = 0) "
-            "FROM items"
+            "SELECT coalesce(sum(n) FILTER (WHERE complete = 1), 0), "
+            f"coalesce(sum(n) FILTER (WHERE complete = 0), 0) FROM {table}"
         )
         row = got.fetchone()
         assert row is not None
@@ -284,6 +300,17 @@ class PgReader(PgBase):
         stored items and per field how many hold a value (not null, "", [] or {})."""
         out: dict[str, dict[str, Any]] = {}
         conn = self._conn()
+        if self.schema_version >= 2:
+            for kind, field, n, filled in conn.execute(
+                "SELECT kind, field, sum(n), sum(filled) FROM item_tally GROUP BY kind, field "
+                "HAVING sum(n) <> 0 ORDER BY kind, field NULLS FIRST"
+            ):
+                entry = out.setdefault(kind, {"records": 0, "fields": {}})
+                if field is None:
+                    entry["records"] = int(n)
+                else:
+                    entry["fields"][field] = int(filled)
+            return out
         for kind, n in conn.execute(
             "SELECT coalesce(r.kind, '?'), count(*) FROM items i "
             "LEFT JOIN rows r ON r.id = i.row_id GROUP BY 1"
