@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from framework.workspace import NewRow, Outcome, RowStatus
-from framework.workspace.leases import Leases, leased_rows, reset, workers
+from framework.workspace.leases import DEAD_CHECK_S, Leases, leased_rows, reset, workers
 from framework.workspace.sqlite import SqliteStore
 
 
@@ -142,3 +142,27 @@ def test_a_claim_takes_the_first_kinds_before_older_rows(path: Path) -> None:
     rest = b.claim(100, 3, first=("list",))  # none left of that kind: the oldest others
     assert [r.id for r in rest] == list(range(3, 11))
     assert b.claim(5, 3, first=("list",)) == []
+
+
+def test_a_claim_that_finds_nothing_free_looks_for_dead_workers_within_the_check_time(
+    path: Path,
+) -> None:
+    # the read that answers "nothing free" stands for the write transaction only for
+    # DEAD_CHECK_S after a full claim: a dead worker's rows are taken by the next one
+    clock = Clock()
+    a, b = open_worker(path, clock, lease=600), open_worker(path, clock, lease=600)
+    assert len(a.claim(10, 3)) == 10
+    assert b.claim(10, 3) == []  # a full claim: a is alive
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE workers SET pid = ? WHERE id = ?", (int(dead.stdout), a.worker_id))
+    clock.now += DEAD_CHECK_S / 2
+    assert b.claim(10, 3) == []  # a read: nothing free, a not yet looked at
+    assert [w.stopped_at for w in workers(b.store) if w.id == a.worker_id] == [None]
+    clock.now += DEAD_CHECK_S
+    assert len(b.claim(10, 3)) == 10  # the full claim finds a dead

@@ -46,6 +46,9 @@ if TYPE_CHECKING:
     from framework.workspace.sqlite import SqliteStore
 
 LEASE_SECONDS = 30.0  # FRAMEWORK_LEASE_SECONDS: how long a claim holds without a heartbeat
+# A claim that finds nothing free is a read, not a write transaction, for this long after
+# the last one that looked for dead workers (their pids) in its transaction
+DEAD_CHECK_S = 0.25
 COUNTER_META = "lease_token"  # meta: the last fencing token handed out
 
 # The fence, one fragment of the commit's row UPDATE (framework/workspace/sqlite.py):
@@ -111,6 +114,7 @@ class Leases:
         self.clock = clock
         self.worker_id = 0
         self.tokens: dict[int, int] = {}  # row id -> the token this worker holds it by
+        self._looked_dead: float | None = None  # when a claim last looked for dead workers
 
     def register(self) -> int:
         now = self.clock()
@@ -162,7 +166,15 @@ class Leases:
             "AND (lease_owner IS NULL OR lease_expires_at < ? "
             "OR lease_owner IN (SELECT id FROM workers WHERE stopped_at IS NOT NULL)) "
         )
+        recent = self._looked_dead is not None and now - self._looked_dead < DEAD_CHECK_S
+        if recent and not self._any_free(free, now, max_attempts):
+            # nothing free: a worker starved of rows asks often (each response that lands,
+            # each commit), and a write transaction each time held up the others' commits
+            # (measured: docs/benchmarks.md); a worker that died meanwhile is found by the
+            # next full claim, at most DEAD_CHECK_S later
+            return []
         with self.store._tx() as conn:
+            self._looked_dead = now
             self._dead(conn, now)
             got = []
             if first:
@@ -185,6 +197,18 @@ class Leases:
             if rows:
                 self._lease(conn, [r.id for r in rows], now)
         return rows
+
+    def _any_free(self, free: str, now: float, max_attempts: int) -> bool:
+        """Whether an open row is free to claim (no write lock taken: a read)."""
+        got = (
+            self.store._conn()
+            .execute(
+                f"SELECT 1 FROM rows INDEXED BY rows_open WHERE {_OPEN} {free}LIMIT 1",
+                (max_attempts, now),
+            )
+            .fetchone()
+        )
+        return got is not None
 
     def claim_ids(self, ids: Sequence[int]) -> set[int]:
         """Lease those rows (just discovered by this worker) where still free; return the
@@ -330,6 +354,7 @@ def leased_rows(store: SqliteStore) -> int:
 
 __all__ = [
     "COUNTER_META",
+    "DEAD_CHECK_S",
     "FENCE_SET",
     "FENCE_WHERE",
     "LEASE_SECONDS",
