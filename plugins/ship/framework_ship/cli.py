@@ -13,15 +13,20 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import click
 
+from framework.cli.target import workspace_target
 from framework.errors import JobNotFound, UsageError
-from framework.project import find_root, resolve_job, workspace_path
+from framework.project import find_root, resolve_job
 from framework.spec import load_spec
 from framework.spec.models import ShipSettings
 from framework.workspace import Workspace, utc_now
+from framework.workspace.locate import is_database_url
 from framework_ship.client import items_url
+from framework_ship.pg_claims import LEASE_SECONDS
+from framework_ship.pg_run import PgShipper
 from framework_ship.policy import DEFAULT_RETRY_AFTER_CAP, RetryPolicy
 from framework_ship.prune import prune_log
 from framework_ship.run import DEFAULT_BATCH_SIZE, ShipOptions, Shipper
@@ -152,6 +157,13 @@ def _first(*values: str | None) -> str | None:
     help=f"Env variable holding the HMAC signing secret; when set, every request is "
     f"signed (X-Framework-Signature). [default ${DEFAULT_SIGNING_SECRET_ENV}]",
 )
+@click.option(
+    "--lease-seconds",
+    type=click.FloatRange(min=0, min_open=True),
+    default=LEASE_SECONDS,
+    show_default=True,
+    help="PostgreSQL workspace: how long a claim on a key holds without a heartbeat.",
+)
 @click.option("-q", "--quiet", is_flag=True, help="No progress line.")
 @click.option(
     "--prune",
@@ -179,6 +191,7 @@ def ship(
     max_error_rate: float,
     error_window: int,
     signing_secret_env: str | None,
+    lease_seconds: float,
     quiet: bool,
     prune: bool,
 ) -> int:
@@ -190,8 +203,14 @@ def ship(
     """
     root = find_root()
     settings = job_ship_settings(job, root) or ShipSettings()
+    target = workspace_target(root, job, workspace)
+    if prune and is_database_url(target):
+        raise UsageError(
+            "--prune compacts ship-log.jsonl; a PostgreSQL workspace keeps its ship log "
+            "as the ship_log table (not pruned by framework)"
+        )
     if prune:
-        return _prune(workspace_path(root, job, workspace), dry_run)
+        return _prune(Path(target), dry_run)
     endpoint = _first(endpoint, settings.endpoint, os.environ.get(ENV_ENDPOINT))
     if not endpoint and not dry_run:  # a dry run sends nothing: it needs no endpoint
         raise UsageError(
@@ -233,18 +252,22 @@ def ship(
             max_attempts=max_attempts, max_delay=max_delay, retry_after_cap=retry_after_cap
         ),
     )
-    path = workspace_path(root, job, workspace)
-    with Workspace.open(path, create=False, readonly=dry_run) as ws:
-        shipper = Shipper(
-            ws,
-            options,
-            token,
-            echo=click.echo,
-            notice=lambda message: click.echo(f"notice: {message}", err=True),
-            signing_secret=secret,
-            quiet=quiet,
-        )
-        shipper.run()
+    with Workspace.open(target, create=False, readonly=dry_run) as ws:
+        common: dict[str, Any] = {
+            "echo": click.echo,
+            "notice": lambda message: click.echo(f"notice: {message}", err=True),
+            "signing_secret": secret,
+            "quiet": quiet,
+        }
+        if not ws.is_database:
+            Shipper(ws, options, token, **common).run()
+            return 0
+        # one of any number of shippers of the database workspace (claims, fencing)
+        shipper = PgShipper(ws, options, token, lease_seconds=lease_seconds, **common)
+        try:
+            shipper.run()
+        finally:
+            shipper.close()
     return 0
 
 

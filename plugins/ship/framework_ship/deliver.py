@@ -133,6 +133,11 @@ class Deliverer:
             self._redelivered.add(pair)
             return True
 
+    def use_redelivery_key(self, item: StoredItem) -> None:
+        """Send ``item`` under its redelivery key from the start: its plain key was
+        already answered for a delivery the server may no longer hold."""
+        self._redeliver(item)
+
     def _wait(self, seconds: float) -> None:
         self.stop.wait(seconds)
 

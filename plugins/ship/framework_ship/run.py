@@ -24,6 +24,7 @@ import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, wait
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 from urllib.parse import urlsplit
@@ -91,10 +92,11 @@ class ShipSummary:
     elapsed: float = 0.0
     reason: str = "drained"
     exit_code: int = 0
+    order: tuple[str, ...] = OUTCOME_ORDER  # the outcomes shown, in this order
 
     def as_dict(self) -> dict[str, Any]:
         return {
-            "counts": {k: self.counts.get(k, 0) for k in OUTCOME_ORDER},
+            "counts": {k: self.counts.get(k, 0) for k in self.order},
             "held_rejected": self.held,
             "elapsed_s": round(self.elapsed, 3),
             "reason": self.reason,
@@ -102,7 +104,7 @@ class ShipSummary:
         }
 
     def line(self) -> str:
-        parts = [f"{k} {self.counts.get(k, 0)}" for k in OUTCOME_ORDER]
+        parts = [f"{k} {self.counts.get(k, 0)}" for k in self.order]
         sent = sum(self.counts.get(k, 0) for k in ("accepted", "updated", "duplicate"))
         rate = sent / self.elapsed if self.elapsed > 0 else 0.0
         held = f" (held for review: {self.held})" if self.held else ""
@@ -172,6 +174,8 @@ class _Progress:
 
 
 class Shipper:
+    outcome_order: tuple[str, ...] = OUTCOME_ORDER
+
     def __init__(
         self,
         ws: Workspace,
@@ -256,7 +260,7 @@ class Shipper:
     def dry_run(self) -> ShipSummary:
         started = time.monotonic()
         summary = ShipSummary(reason="dry run: nothing sent, nothing written")
-        with ShipIndex.open(self.ws.path, self.ws.ship_log_path, readonly=True) as index:
+        with self._open_index(readonly=True) as index:
             would = 0
             for item, ship, why in self._decided(index):
                 if ship and self.options.max_items is not None and would >= self.options.max_items:
@@ -282,8 +286,35 @@ class Shipper:
     def run(self) -> ShipSummary:
         if self.options.dry_run:
             return self.dry_run()
-        with self.ws.lock("ship"):
+        with self._run_lock():
             return self._run_locked()
+
+    # what the workspace's kind decides (a folder here; PostgreSQL: framework_ship.pg_run)
+    def _open_index(self, readonly: bool) -> Any:
+        return ShipIndex.open(self.ws.path, self.ws.ship_log_path, readonly=readonly)
+
+    def _run_lock(self) -> AbstractContextManager[Any]:
+        return self.ws.lock("ship")
+
+    def _open_log_and_index(self, host: str) -> tuple[Any, Any]:
+        # The log first: it ends a torn last line, which the index must then read as
+        # the line it became (else the index would skip past an outcome for good).
+        log = ShipLog(self.ws.ship_log_path, mask=self.mask)
+        index = ShipIndex.open(self.ws.path, self.ws.ship_log_path)
+        log.on_written = index.on_written
+        return log, index
+
+    def _deadline(self, host: str) -> Any:
+        return Deadline(self.ws.path, host, self.clock)
+
+    def _unit_runner(self, deliverer: Deliverer) -> Callable[[list[StoredItem]], UnitResult]:
+        return deliverer.deliver
+
+    def _log_place(self) -> str:
+        return str(self.ws.ship_log_path)
+
+    def _stopped(self, summary: ShipSummary, index: Any, host: str) -> None:
+        index.set_last_run({"time": utc_now(), "endpoint_host": host, **summary.as_dict()})
 
     def _on_signal(self, signum: int, frame: Any) -> None:
         """First SIGINT/SIGTERM: start nothing new, let what is in flight finish and be
@@ -330,14 +361,10 @@ class Shipper:
     def _run_locked(self) -> ShipSummary:
         opts = self.options
         started = time.monotonic()
-        summary = ShipSummary()
+        summary = ShipSummary(order=self.outcome_order)
         self.summary = summary
         host = host_of(opts.endpoint)
-        # The log first: it ends a torn last line, which the index must then read as
-        # the line it became (else the index would skip past an outcome for good).
-        log = ShipLog(self.ws.ship_log_path, mask=self.mask)
-        index = ShipIndex.open(self.ws.path, self.ws.ship_log_path)
-        log.on_written = index.on_written
+        log, index = self._open_log_and_index(host)
         client = IngestClient(
             opts.endpoint,
             self._token,
@@ -352,7 +379,7 @@ class Shipper:
             client,
             log,
             opts.policy,
-            Deadline(self.ws.path, host, self.clock),
+            self._deadline(host),
             self.stop,
             sleep=self.sleep,
             clock=self.clock,
@@ -387,7 +414,7 @@ class Shipper:
             if crashed is not None:
                 summary.reason = f"failed: {type(crashed).__name__}"
                 summary.exit_code = 1
-            index.set_last_run({"time": utc_now(), "endpoint_host": host, **summary.as_dict()})
+            self._stopped(summary, index, host)
             index.close()
             self._event("ship_finished", **summary.as_dict())
             self.echo(summary.line())
@@ -412,7 +439,7 @@ class Shipper:
                 self.notice(f"rejected {key}: {detail or '(no detail)'}")
             where = (
                 f'their answers are the lines with outcome "rejected" in '
-                f"{self.ws.ship_log_path}; --dry-run lists them as hold; after a fix, "
+                f"{self._log_place()}; --dry-run lists them as hold; after a fix, "
                 "ship them again with --retry-rejected"
             )
             if not isinstance(stop_error, Halted):
@@ -485,6 +512,7 @@ class Shipper:
                         self.stop.set()
             self._progress.update(summary)
 
+        run_unit = self._unit_runner(deliverer)
         pool: _Workers | _Inline
         inline = opts.concurrency == 1 and opts.batch_size == 1
         pool = _Inline() if inline else _Workers(opts.concurrency)
@@ -492,7 +520,7 @@ class Shipper:
             with pool:
 
                 def submit(batch: list[StoredItem]) -> None:
-                    in_flight[pool.submit(deliverer.deliver, batch)] = batch
+                    in_flight[pool.submit(run_unit, batch)] = batch
                     in_flight_keys.update(i.dedupe_key for i in batch)
 
                 for item, ship, why in self._decided(index):
@@ -539,7 +567,7 @@ class Shipper:
         return stop_error
 
     def _event(self, name: str, **data: Any) -> None:
-        self.ws.events.append(
+        self._append_event(
             {
                 "time": utc_now(),
                 "event": name,
@@ -550,6 +578,9 @@ class Shipper:
                 },
             }
         )
+
+    def _append_event(self, record: dict[str, Any]) -> None:
+        self.ws.events.append(record)
 
 
 class _Workers:
