@@ -17,9 +17,8 @@ from typing import Any
 
 import click
 
-from framework.cli.target import workspace_target
 from framework.errors import JobNotFound, UsageError
-from framework.project import find_root, resolve_job
+from framework.project import find_root, resolve_job, workspace_path
 from framework.spec import load_spec
 from framework.spec.models import ShipSettings
 from framework.workspace import Workspace, utc_now
@@ -203,7 +202,12 @@ def ship(
     """
     root = find_root()
     settings = job_ship_settings(job, root) or ShipSettings()
-    target = workspace_target(root, job, workspace)
+    # a database URL is passed on as it is; a folder is resolved as before
+    target: str | Path = (
+        workspace
+        if workspace is not None and is_database_url(workspace)
+        else workspace_path(root, job, workspace)
+    )
     if prune and is_database_url(target):
         raise UsageError(
             "--prune compacts ship-log.jsonl; a PostgreSQL workspace keeps its ship log "
