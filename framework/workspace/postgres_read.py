@@ -158,10 +158,14 @@ class PgReader(PgBase):
         return int(row[0]) if row else 0
 
     def misbehaving(self, limit: int = 10) -> list[Row]:
+        # O(failed attempts): the rows are fetched by primary key (= ANY(ARRAY(...)));
+        # a plain join let the planner hash the whole rows table (seconds at 10M rows)
         cur = self._conn().execute(
+            "WITH f AS MATERIALIZED (SELECT row_id, count(*) AS n FROM attempts "
+            "WHERE outcome = 'error' GROUP BY row_id) "
             f"SELECT {', '.join('r.' + c.strip() for c in _ROW_COLS.split(','))} "
-            "FROM (SELECT row_id, count(*) AS n FROM attempts WHERE outcome = 'error' "
-            "GROUP BY row_id) f JOIN rows r ON r.id = f.row_id "
+            "FROM rows r JOIN f ON f.row_id = r.id "
+            "WHERE r.id = ANY(ARRAY(SELECT row_id FROM f)) "
             "ORDER BY r.status = 'error' DESC, f.n DESC, r.id LIMIT %s",
             (limit,),
         )
