@@ -425,8 +425,19 @@ class PgBase:
     def _ensure_schema(self, conn: psycopg.Connection[Any]) -> None:
         if self._version(conn) == PG_SCHEMA_VERSION:
             return  # the common case: no lock taken
+        # The lock is taken before the transaction, not in it: a transaction's start is
+        # when this connection reads the catalog changes others committed, so one begun
+        # before the wait could still see `meta` as missing (cached) after the winner
+        # created it (seen: 4 workers on a new schema, "has a `rows` table but no schema
+        # version").
+        conn.execute("SELECT pg_advisory_lock(%s)", (_SCHEMA_LOCK,))
+        try:
+            self._create_or_migrate(conn)
+        finally:
+            conn.execute("SELECT pg_advisory_unlock(%s)", (_SCHEMA_LOCK,))
+
+    def _create_or_migrate(self, conn: psycopg.Connection[Any]) -> None:
         with conn.transaction():
-            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
             version = self._version(conn)  # again, under the lock: another may have won
             if version == PG_SCHEMA_VERSION:
                 return
