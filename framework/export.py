@@ -102,7 +102,7 @@ def _selected(ws: Workspace, only_complete: bool, since: str | None) -> Iterator
 
 
 def export_items(
-    workspace: Path,
+    workspace: Path | str,
     target: str,
     *,
     fmt: str | None = None,

@@ -6,8 +6,10 @@ from pathlib import Path
 
 import click
 
+from framework.cli.target import chosen
 from framework.errors import UsageError
 from framework.project import find_root, resolve_job
+from framework.workspace.locate import is_database_url
 
 
 def _setting(values: tuple[str, ...]) -> dict[str, str]:
@@ -22,7 +24,10 @@ def _setting(values: tuple[str, ...]) -> dict[str, str]:
 
 @click.command()
 @click.argument("job")
-@click.option("--workspace", type=click.Path(file_okay=False), help="workspace folder (JOBDIR)")
+@click.option(
+    "--workspace",
+    help="workspace folder (JOBDIR), or postgresql:// URL (every such crawl is one worker)",
+)
 @click.option("--fresh", is_flag=True, help="forget the rows (items stay) and start over")
 @click.option("--max-requests", type=click.IntRange(min=1), help="stop after N requests (exit 3)")
 @click.option("--stop-on-429", is_flag=True, help="stop at the first 429 (exit 3)")
@@ -98,6 +103,8 @@ def crawl(
     overrides: dict[str, object] = dict(_setting(settings))
     if workspace:
         overrides["JOBDIR"] = workspace
+    elif "JOBDIR" not in overrides and chosen(None):
+        overrides["JOBDIR"] = chosen(None)  # FRAMEWORK_WORKSPACE
     if max_requests:
         overrides["FRAMEWORK_MAX_REQUESTS"] = max_requests
     if no_store:
@@ -113,6 +120,11 @@ def crawl(
     if feeds:
         overrides["FEEDS"] = feeds
     n = worker_count(processes)
+    if n > 1 and is_database_url(str(overrides.get("JOBDIR", ""))):
+        raise UsageError(
+            "--processes is for a folder workspace; on a database workspace every "
+            "`framework crawl JOB --workspace postgresql://...` is a worker: start N of them"
+        )
     if n > 1:
         if feeds:
             raise UsageError(

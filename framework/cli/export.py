@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import click
 
+from framework.cli.target import workspace_target
 from framework.export import FORMATS, export_items, format_of
-from framework.project import check_job_name, find_root, workspace_path
+from framework.project import find_root
 
 
 @click.command("export")
@@ -27,7 +28,7 @@ from framework.project import check_job_name, find_root, workspace_path
     type=click.Choice(sorted(FORMATS)),
     help="format when the extension does not say (default for '-': jsonl)",
 )
-@click.option("--workspace", default=None, help="workspace folder (default var/<job>)")
+@click.option("--workspace", default=None, help="workspace folder or postgresql:// URL")
 @click.option("--only-complete", is_flag=True, help="only items whose sub-tabs all arrived")
 @click.option("--since", metavar="ISO", help="only items stored or changed since this time")
 def export(
@@ -43,7 +44,7 @@ def export(
     Exit 0; 2 on a bad call (unknown format, no workspace). The workspace is only
     read, so this works while a crawl runs."""
     fmt = format_of(output, fmt)  # before opening anything: a bad name is one line
-    path = workspace_path(find_root(), check_job_name(job), workspace)
+    path = workspace_target(find_root(), job, workspace)
     result = export_items(path, output, fmt=fmt, only_complete=only_complete, since=since)
     where = "stdout" if output == "-" else output
     click.echo(f"{job}: {result.items} items written to {where} ({result.format})", err=True)

@@ -12,13 +12,14 @@ import logging
 import click
 
 from framework import progress
+from framework.cli.target import workspace_target
 from framework.errors import Halted, UsageError, WorkspaceError
-from framework.project import find_root, resolve_job, workspace_path
+from framework.project import find_root, resolve_job
 
 
 @click.command("reparse")
 @click.argument("job")
-@click.option("--workspace", default=None, help="workspace folder (default var/<job>)")
+@click.option("--workspace", default=None, help="workspace folder or postgresql:// URL")
 @click.option(
     "--processes",
     default="auto",
@@ -41,7 +42,7 @@ def reparse(job: str, workspace: str | None, processes: str, quiet: bool) -> int
     root = find_root()
     spec_path = resolve_job(job, root)
     spec = load_spec(spec_path)
-    path = workspace_path(root, spec.name, workspace)
+    path = workspace_target(root, spec.name, workspace)
     handler = logging.StreamHandler()
     handler.setFormatter(logging.Formatter("%(levelname)s: %(message)s"))
     log = logging.getLogger("framework")

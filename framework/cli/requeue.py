@@ -20,8 +20,9 @@ from pathlib import Path
 import click
 
 from framework.cli.status import open_job_workspace, recorded_max_attempts
+from framework.cli.target import workspace_target
 from framework.errors import WorkspaceError
-from framework.project import check_job_name, find_root, workspace_path
+from framework.project import find_root
 from framework.workspace import RequeueFilter, deferrals, utc_now
 from framework.workspace.workspace import STATE_FILE
 
@@ -39,7 +40,7 @@ from framework.workspace.workspace import STATE_FILE
     help="Also forget every host's Retry-After deadline (see `framework status`).",
 )
 @click.option(
-    "--workspace", "workspace", default=None, help="Workspace folder (default var/<job>)."
+    "--workspace", "workspace", default=None, help="Workspace folder or postgresql:// URL."
 )
 def requeue(
     job: str,
@@ -58,7 +59,9 @@ def requeue(
     if not (errors or exhausted or kind or url_contains):
         errors = True
     which = RequeueFilter(errors=errors, exhausted=exhausted, kind=kind, url_contains=url_contains)
-    refuse_foreign_state(workspace_path(find_root(), check_job_name(job), workspace) / STATE_FILE)
+    target = workspace_target(find_root(), job, workspace)
+    if isinstance(target, Path):
+        refuse_foreign_state(target / STATE_FILE)
     with open_job_workspace(job, workspace, readonly=False) as ws, ws.lock("crawl"):
         max_attempts = recorded_max_attempts(ws)
         count = ws.store.requeue(which, max_attempts)
@@ -78,6 +81,9 @@ def requeue(
         )
         if clear_deferrals:
             cleared = deferrals.clear(ws.store)
+            if ws.hosts is not None:  # the deadlines every worker of a database shares
+                cleared.update(ws.hosts.deadlines())
+                ws.hosts.clear()
             ws.events.append(
                 {
                     "event": "deferrals_cleared",

@@ -14,8 +14,9 @@ from typing import Any
 
 import click
 
+from framework.cli.target import workspace_target
 from framework.errors import WorkspaceBroken
-from framework.project import check_job_name, find_root, workspace_path
+from framework.project import find_root
 from framework.workspace import fill
 from framework.workspace.integrity import Integrity
 from framework.workspace.sqlite_base import workspace_fault
@@ -28,7 +29,7 @@ DEFAULT_MAX_ATTEMPTS = 3
 def open_job_workspace(job: str, override: str | None, *, readonly: bool) -> Workspace:
     """The job's existing workspace (never creates one): WorkspaceError when missing,
     UsageError when ``job`` is not a job name (``../x``, ``/etc``)."""
-    path = workspace_path(find_root(), check_job_name(job), override)
+    path = workspace_target(find_root(), job, override)
     return Workspace.open(path, create=False, readonly=readonly)
 
 
@@ -43,7 +44,7 @@ def recorded_max_attempts(ws: Workspace) -> int:
 @click.command("status")
 @click.argument("job")
 @click.option(
-    "--workspace", "workspace", default=None, help="Workspace folder (default var/<job>)."
+    "--workspace", "workspace", default=None, help="Workspace folder or postgresql:// URL."
 )
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object for scripts.")
 @click.option("--top", default=10, show_default=True, type=click.IntRange(min=1))

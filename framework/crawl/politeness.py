@@ -113,16 +113,23 @@ class RetryAfterMiddleware:
         self.is_closing = is_closing
         self.maximum = maximum
         self.not_before: dict[str, float] = {}
+        # the workspace's shared hosts (a database workspace: many workers), found on the
+        # spider's runtime at the first request; None: this process alone decides
+        self.shared: Callable[[], Any] = lambda: None
+        self.interval = 0.0  # a per-host rate shared by every worker: seconds per request
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
         s = crawler.settings
-        return cls(
+        mw = cls(
             cap=s.getfloat("FRAMEWORK_RETRY_AFTER_CAP", 120.0),
             default=s.getfloat("FRAMEWORK_RETRY_AFTER_DEFAULT", 5.0),
             is_closing=lambda: _engine_closing(crawler),
             maximum=s.getfloat("FRAMEWORK_RETRY_AFTER_MAX", RETRY_AFTER_MAX),
         )
+        mw.shared = lambda: _shared_hosts(crawler)
+        mw.interval = s.getfloat("DOWNLOAD_DELAY", 0.0)
+        return mw
 
     async def process_request(self, request: Request) -> None:
         # Wait in slices: the deadline may move later meanwhile, and a crawl that is
@@ -131,10 +138,22 @@ class RetryAfterMiddleware:
             if self.is_closing():
                 raise Abandoned(f"stopping: not waiting {wait:.0f}s for Retry-After")
             await sleep(min(wait, WAIT_SLICE))
+        hosts = self.shared()
+        if hosts is not None and self.interval > 0 and not self.is_closing():
+            # the host's next slot among every worker's requests (then the deadline
+            # again: a Retry-After may have come while this one waited for its slot)
+            await sleep(hosts.reserve(urlsplit(request.url).netloc, self.interval))
+            while (wait := self._wait(request)) > 0:
+                if self.is_closing():
+                    raise Abandoned(f"stopping: not waiting {wait:.0f}s for Retry-After")
+                await sleep(min(wait, WAIT_SLICE))
 
     def _wait(self, request: Request) -> float:
         host = urlsplit(request.url).netloc
         wait = self.not_before.get(host, 0.0) - time.monotonic()
+        hosts = self.shared()
+        if hosts is not None:  # another worker's Retry-After holds this one too
+            wait = max(wait, hosts.wait(host))
         earlier_run = request.meta.get("fw_not_before")  # epoch seconds, kept in the workspace
         if earlier_run is not None:
             wait = max(wait, float(earlier_run) - time.time())
@@ -155,7 +174,17 @@ class RetryAfterMiddleware:
             return response
         host = urlsplit(request.url).netloc
         self.not_before[host] = max(self.not_before.get(host, 0.0), time.monotonic() + delay)
+        hosts = self.shared()
+        if hosts is not None:  # told to every worker now, before the row's commit
+            hosts.defer(host, delay)
         return response
+
+
+def _shared_hosts(crawler: Crawler) -> Any:
+    """The running crawl's shared per-host politeness (a database workspace's), if any."""
+    runtime = getattr(getattr(crawler, "spider", None), "runtime", None)
+    ws = getattr(runtime, "ws", None)
+    return getattr(ws, "hosts", None)
 
 
 class RobotsTxtFailures:

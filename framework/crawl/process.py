@@ -25,7 +25,7 @@ from scrapy.utils.conf import feed_process_params_from_cli
 from twisted.python.failure import Failure
 
 from framework import scrapy_settings
-from framework.crawl.runtime import nothing_extracted
+from framework.crawl.runtime import nothing_extracted, workspace_target
 from framework.crawl.spider import spider_class
 from framework.crawl.stopping import SignalStop
 from framework.crawl.verdict import (
@@ -66,7 +66,7 @@ def log_level(value: str) -> str:
 class CrawlResult:
     job: str
     reason: str
-    workspace: Path
+    workspace: Path | str  # a folder, or a database URL (shown with redact_url only)
     rows: dict[str, dict[str, int]]
     pending: int
     errors: int
@@ -96,8 +96,9 @@ def run_crawl(
     settings.setdict(cmdline, priority="cmdline")
     process = CrawlerProcess(settings)
     crawler = process.create_crawler(spidercls)
-    jobdir = Path(crawler.settings.get("JOBDIR"))
-    if not crawler.settings.getbool("FRAMEWORK_WORKER", False):  # its parent checked
+    jobdir = workspace_target(crawler.settings.get("JOBDIR"))
+    # its parent checked; a database has no folder to check (it is transactional)
+    if not crawler.settings.getbool("FRAMEWORK_WORKER", False) and isinstance(jobdir, Path):
         preflight(jobdir, fresh=crawler.settings.getbool("FRAMEWORK_FRESH", False))
     failures: list[BaseException] = []
 
@@ -173,8 +174,9 @@ def _set_aside(state: Path) -> None:
             part.rename(part.with_name(f"{part.name}.damaged-{stamp}"))
 
 
-def summarize(job: str, reason: str, workspace: Path) -> CrawlResult:
+def summarize(job: str, reason: str, workspace: Path | str) -> CrawlResult:
     with Workspace.open(workspace, create=False, readonly=True) as ws:
+        workspace = ws.where if ws.is_database else workspace  # never the password
         rows = {k: {str(st): n for st, n in v.items()} for k, v in ws.store.row_counts().items()}
         items = ws.store.item_counts()
     pending = sum(v.get(str(RowStatus.PENDING), 0) for v in rows.values())

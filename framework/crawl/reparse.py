@@ -162,7 +162,7 @@ def processes_for(wanted: int | str, pages: int) -> int:
 
 def reparse(
     spec_path: Path,
-    workspace: Path,
+    workspace: Path | str,
     progress_mode: str | None = None,
     processes: int | str = 1,
 ) -> ReparseResult:
@@ -171,7 +171,8 @@ def reparse(
     ``progress_mode``: see :func:`framework.progress.mode` (None: no progress);
     ``processes``: a number or ``auto`` (see :func:`processes_for`)."""
     spec = load_spec(spec_path)
-    if not (workspace / STATE_FILE).is_file():
+    # a database URL (str) is checked by its read-only open below
+    if isinstance(workspace, Path) and not (workspace / STATE_FILE).is_file():
         raise WorkspaceError(
             f"no workspace at {workspace}: run `framework crawl {spec.name}` first"
         )

@@ -79,6 +79,8 @@ from framework.workspace.fill import EXTRACTION_EVENTS, last_extraction
 from framework.workspace.holds import INVALID, REVIEW
 from framework.workspace.leases import LEASE_SECONDS, Leases
 from framework.workspace.leases import reset as reset_leases
+from framework.workspace.locate import is_database_url
+from framework.workspace.pg_workspace import PgLog
 from framework.workspace.records import CommitResult, HoldWrite, ResponseWrite
 
 if TYPE_CHECKING:
@@ -263,9 +265,15 @@ class CrawlRuntime:
             halt_on_drift=s.getbool("FRAMEWORK_HALT_ON_DRIFT", False),
         )
         spec_hash = "sha256:" + hashlib.sha256(spec_path.read_bytes()).hexdigest()
-        ws = Workspace.open(Path(jobdir), create=True)
+        ws = Workspace.open(workspace_target(jobdir), create=True)
         if fresh is None:
             fresh = s.getbool("FRAMEWORK_FRESH", False)
+        if fresh and ws.is_database:
+            ws.close()
+            raise UsageError(
+                f"--fresh on a database workspace ({ws.where}): other workers may be "
+                "running; forget the rows with `framework requeue` instead"
+            )
         # what a gzip sitemap may decompress to: the bound of any body (discovery.py)
         job.guard.max_body = s.getint("DOWNLOAD_MAXSIZE", job.guard.max_body)
         runtime = cls(
@@ -278,9 +286,12 @@ class CrawlRuntime:
             commit_batch=s.getint("FRAMEWORK_COMMIT_BATCH", BATCH),
         )
         try:
-            if s.getbool(WORKER_SETTING, False):
-                # one of `--processes N`: the parent holds the lock, shared (workers.py)
-                runtime._stack.enter_context(shared_crawl_lock(ws))
+            if ws.is_database or s.getbool(WORKER_SETTING, False):
+                # one of `--processes N`: the parent holds the lock, shared (workers.py);
+                # on a database every crawl is a worker, each with its share of the lock
+                runtime._stack.enter_context(
+                    ws.lock("crawl", shared=True) if ws.is_database else shared_crawl_lock(ws)
+                )
                 runtime.claiming = True
                 # rows held: what it can have in flight on one host, twice (in flight,
                 # and as many waiting); more would leave the other workers idle while
@@ -292,7 +303,14 @@ class CrawlRuntime:
                 runtime.lease_batch = s.getint(BATCH_SETTING, 0) or 2 * max(1, in_flight)
             else:
                 runtime._stack.enter_context(ws.lock("crawl"))
-            runtime.leases = Leases(ws.store, s.getfloat(LEASE_SETTING, LEASE_SECONDS))
+            lease_s = s.getfloat(LEASE_SETTING, LEASE_SECONDS)
+            if ws.is_database:
+                from framework.workspace.postgres_leases import PgLeases
+
+                pg: Any = ws.store  # a PgWorkspace's store is a PostgresStore
+                runtime.leases = PgLeases(pg, lease_s)  # type: ignore[assignment]
+            else:
+                runtime.leases = Leases(ws.store, lease_s)
         except BaseException:
             ws.close()
             raise
@@ -352,6 +370,9 @@ class CrawlRuntime:
             rows={k: {str(st): n for st, n in v.items()} for k, v in counts.items()},
             worker=leases.worker_id,
         )
+        for log in (self.ws.urls, self.ws.events):
+            if isinstance(log, PgLog):  # every line of a shared table names its worker
+                log.worker = str(leases.worker_id)
         self._heartbeat = Heartbeat(leases, self._leases_lost)
         self._heartbeat.start()
         # rows another worker finds appear at any moment: look again soon (a claim is one
@@ -499,6 +520,8 @@ class CrawlRuntime:
         host = urlsplit(url).netloc
         if not math.isfinite(delay) or delay > self.limits.retry_after_max:
             delay = self.limits.retry_after_max
+        if self.ws.hosts is not None:  # shared by every worker (politeness.py reads it)
+            self.ws.hosts.defer(host, delay)
         until = time.time() + delay
         if until > self.not_before.get(host, 0.0):
             self.not_before[host] = until
@@ -506,7 +529,12 @@ class CrawlRuntime:
 
     def host_not_before(self, url: str) -> float | None:
         """The persisted Retry-After deadline of the URL's host, if still ahead."""
-        until = self.not_before.get(urlsplit(url).netloc)
+        host = urlsplit(url).netloc
+        until = self.not_before.get(host)
+        if self.ws.hosts is not None:  # another worker's deadline counts as much
+            wait = self.ws.hosts.wait(host)
+            if wait > 0:
+                until = max(until or 0.0, time.time() + wait)
         return until if until is not None and until > time.time() else None
 
     def not_before_for(self, row: Row) -> float | None:
@@ -1394,6 +1422,11 @@ def nothing_extracted(items: Mapping[str, int], expect_empty: bool) -> bool:
 
 def _carry(values: dict[str, Any]) -> dict[str, Any]:
     return {"carry": values} if values else {}
+
+
+def workspace_target(jobdir: str) -> str | Path:
+    """JOBDIR as a workspace target: a database URL as it is, else a folder."""
+    return jobdir if is_database_url(jobdir) else Path(jobdir)
 
 
 def classify_failure(failure: Failure) -> tuple[ErrorKind, str]:

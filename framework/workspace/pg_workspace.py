@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 from framework.errors import LockHeld, WorkspaceError
 from framework.workspace.jsonl import JsonlLog, redact, redact_url
+from framework.workspace.postgres_base import _SCHEMA_LOCK
 from framework.workspace.sqlite_base import utc_now
 from framework.workspace.workspace import SHIP_LOG_FILE, STATE_FILE, Workspace
 
@@ -81,8 +82,6 @@ def ensure_tables(store: PostgresStore) -> None:
     """Create the workspace's own tables (logs, lock holders, hosts) when missing."""
 
     def work(conn: psycopg.Connection[Any]) -> None:
-        # the store's schema lock: N workers opening a new database create them once
-        conn.execute("SELECT pg_advisory_xact_lock(%s)", (0x66726D77,))
         for statement in _SCHEMA:
             conn.execute(statement)
 
@@ -92,7 +91,13 @@ def ensure_tables(store: PostgresStore) -> None:
         "IS NOT NULL AND to_regclass('lock_holders') IS NOT NULL"
     ).fetchone()
     if not (got and got[0]):
-        store._run(work)
+        # the store's schema lock, taken before the transaction (see postgres_base):
+        # N workers opening a new database create the tables once
+        conn.execute("SELECT pg_advisory_lock(%s)", (_SCHEMA_LOCK,))
+        try:
+            store._run(work)
+        finally:
+            conn.execute("SELECT pg_advisory_unlock(%s)", (_SCHEMA_LOCK,))
 
 
 def _has_table(store: PostgresStore, name: str) -> bool:

@@ -35,11 +35,17 @@ Section = Callable[[Workspace], Mapping[str, Any] | None]
 def _workers(ws: Workspace) -> dict[str, Any]:
     """The latest crawl processes, live or dead, and the open rows under a lease."""
     now = time.time()
-    found = leases.workers(ws.store)
+    if ws.is_database:  # the same questions, asked of the database (its clock)
+        from framework.workspace import postgres_leases as pg
+
+        store: Any = ws.store
+        found, leased = pg.workers(store), pg.leased_rows(store)
+    else:
+        found, leased = leases.workers(ws.store), leases.leased_rows(ws.store)
     live = [w for w in found if w.alive(now, WORKER_STALE_S)]
     return {
         "live": len(live),
-        "leased_rows": leases.leased_rows(ws.store),
+        "leased_rows": leased,
         "list": [
             {
                 "id": w.id,
@@ -78,8 +84,8 @@ def build_status(
     exhausted = store.exhausted(max_attempts, limit=top)
     workers = _workers(ws)
     report: dict[str, Any] = {
-        "workspace": str(ws.path),
-        "schema_version": SCHEMA_VERSION,
+        "workspace": ws.where,  # a database's URL with its password masked
+        "schema_version": _schema_version(ws),
         "max_attempts": max_attempts,
         "done": queue["pending"] == 0 and queue["retryable"] == 0,
         # a shared lock (the workers of `crawl --processes N`) does not show to the probe
@@ -106,7 +112,7 @@ def build_status(
         "held": store.hold_counts(),
         "misbehaving": [_row_summary(ws, r) for r in store.misbehaving(top)],
         # hosts that asked (Retry-After) not to be called before a time still ahead
-        "deferrals": deferrals.active(store),
+        "deferrals": _deferrals(ws),
         "last_run": None,
         "spec": {"hash": ws.spec_hash(), "changes": []},
         "events_skipped": 0,
@@ -213,6 +219,32 @@ def _scan_events(
     if run is not None and run["finished"] is None:
         run["reason"] = "running" if ws.lock_holder("crawl") else "interrupted"
     return run, changes
+
+
+def _schema_version(ws: Workspace) -> int:
+    if ws.is_database:  # counted apart from the SQLite file's (postgres_base.py)
+        from framework.workspace.postgres_base import PG_SCHEMA_VERSION
+
+        return PG_SCHEMA_VERSION
+    return SCHEMA_VERSION
+
+
+def _deferrals(ws: Workspace) -> list[dict[str, Any]]:
+    """The hosts' deadlines still ahead: the workspace's meta, and on a database the
+    ones every worker shares (the later of the two per host)."""
+    found = deferrals.active(ws.store)
+    if ws.hosts is None:
+        return found
+    now = time.time()
+    shared = {d["host"]: d for d in found}
+    for host, until in ws.hosts.deadlines().items():
+        if host not in shared or shared[host]["seconds_left"] < until - now:
+            shared[host] = {
+                "host": host,
+                "until": deferrals.iso(until),
+                "seconds_left": round(until - now, 1),
+            }
+    return sorted(shared.values(), key=lambda d: (d["seconds_left"], d["host"]))
 
 
 def _text(value: Any) -> str | None:
