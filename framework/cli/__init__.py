@@ -27,6 +27,7 @@ CORE_COMMANDS = {
     "schema": "framework.cli.schema:schema",
     "reparse": "framework.cli.reparse:reparse",
     "review": "framework.cli.review:review",
+    "workspace": "framework.cli.workspace:workspace",
 }
 
 
