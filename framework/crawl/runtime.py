@@ -390,7 +390,16 @@ class CrawlRuntime:
             if rows:
                 continue
             if not leases.tokens and not leases.others_working(max_attempts):
-                return  # nothing open is left to anyone: the engine closes when idle
+                # Look again before finishing: between the claim and that look, another
+                # worker may have committed its last row and inserted the rows it found,
+                # free until it leases some (measured: a worker finished with 11 rows
+                # pending, exit 3). Those are claimed here, or held by it now.
+                rows = leases.claim(room, max_attempts, first=self._chain_kinds)
+                if not rows and not leases.others_working(max_attempts):
+                    return  # nothing open is left to anyone: the engine closes when idle
+                for row in rows:
+                    yield row
+                continue
             await self._room_freed(idle)
 
     async def _room_freed(self, timeout: float) -> None:
