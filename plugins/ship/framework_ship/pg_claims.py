@@ -13,7 +13,9 @@ lease rules (framework/workspace/postgres_leases.py, docs/scaling.md) applied to
   this shipper's token and have not expired, in one UPDATE; a key not renewed is not
   sent (its lease ran out while this process was stopped).
 * **heartbeat** (a thread, every third of the lease): renews every claim it still owns.
-* **release**: a unit's claims are deleted once its outcomes are recorded.
+* **release**: a key's claim is deleted with the recording of its final outcome (a
+  success or a rejection, :mod:`framework_ship.pg_index`); what is left of a unit's
+  claims (errors, keys not sent) when the unit ends.
 * **stop**: release everything, mark the shipper stopped with its run's summary.
 
 The fence itself is in the recording of an outcome (:mod:`framework_ship.pg_index`):
@@ -26,6 +28,7 @@ import json
 import os
 import socket
 import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -36,6 +39,9 @@ if TYPE_CHECKING:
     import psycopg
 
 LEASE_SECONDS = 30.0
+# how often a claim looks for shippers of this host whose pid is gone (not per claim:
+# one by one, that is a query and a pid probe per item)
+DEAD_CHECK_SECONDS = 1.0
 
 _CLAIM = (
     "WITH tok AS (SELECT nextval('ship_tokens') AS value) "
@@ -63,6 +69,7 @@ class PgClaims:
         self._mutex = threading.Lock()
         self._beat_stop = threading.Event()
         self._beat: threading.Thread | None = None
+        self._next_dead_check = 0.0  # time.monotonic() of the next look for dead pids
 
     def register(self, endpoint_host: str) -> int:
         def work(conn: psycopg.Connection[Any]) -> int:
@@ -109,9 +116,12 @@ class PgClaims:
         if not wanted:
             return {}
 
+        check = time.monotonic() >= self._next_dead_check
+
         def work(conn: psycopg.Connection[Any]) -> dict[str, int]:
             now = self.db.db_now(conn)
-            self._dead(conn, now)
+            if check:
+                self._dead(conn, now)
             got = conn.execute(
                 _CLAIM,
                 {"me": self.shipper_id, "now": now, "lease": self.lease_seconds, "keys": wanted},
@@ -119,6 +129,8 @@ class PgClaims:
             return {str(k): int(t) for k, t in got}
 
         taken = self.db._run(work)
+        if check:
+            self._next_dead_check = time.monotonic() + DEAD_CHECK_SECONDS
         with self._mutex:
             self._tokens.update(taken)
         return taken
@@ -149,6 +161,12 @@ class PgClaims:
             return {str(k) for (k,) in got}
 
         return self.db._run(work)
+
+    def forget(self, keys: Sequence[str]) -> None:
+        """Those claims were deleted with the recording of their outcome."""
+        with self._mutex:
+            for key in keys:
+                self._tokens.pop(key, None)
 
     def release(self, keys: Sequence[str]) -> None:
         """Drop this shipper's claims of ``keys`` (their outcomes are recorded)."""

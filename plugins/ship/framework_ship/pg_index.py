@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     import psycopg
 
 _LOOKUP_CHUNK = 1000
+_FINAL = (*SUCCESS, "rejected")
 
 _INSERT_LOG = (
     "INSERT INTO ship_log (time, shipper, dedupe_key, content_hash, attempt, http_status, "
@@ -147,7 +148,7 @@ class PgShipLog:
         tokens = self.claims.tokens([a.dedupe_key for a in attempts])
         names = sorted(tokens)
 
-        def work(conn: psycopg.Connection[Any]) -> set[str]:
+        def work(conn: psycopg.Connection[Any]) -> tuple[set[str], list[str]]:
             held = {
                 str(k)
                 for (k,) in conn.execute(
@@ -198,9 +199,19 @@ class PgShipLog:
                 late = [r for r in rows if r["k"] not in held and r["ok"]]
                 if late:
                     cur.executemany(_MARK_AGAIN, late)
-            return {a.dedupe_key for a in attempts} - held
+            # a key whose outcome is final here (a success, a rejection) frees its claim
+            # in the same transaction: one round trip less per item
+            final = sorted({a.dedupe_key for a in attempts if a.outcome in _FINAL} & held)
+            if final:
+                conn.execute(
+                    "DELETE FROM ship_claims c USING unnest(%s::text[], %s::bigint[]) "
+                    "AS m(k, t) WHERE c.dedupe_key = m.k AND c.token = m.t",
+                    (final, [tokens[k] for k in final]),
+                )
+            return {a.dedupe_key for a in attempts} - held, final
 
-        fenced = self.db._run(work)
+        fenced, released = self.db._run(work)
+        self.claims.forget(released)
         if fenced:
             with self._mutex:
                 self.fenced |= fenced
