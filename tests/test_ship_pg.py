@@ -127,7 +127,12 @@ def test_three_shippers_at_once_deliver_every_item_once(
     _fill(pg_workspace, n)
     server = make_ingest_server(token=TOKEN, backend="postgresql")
     procs = [
-        _ship(pg_workspace, server.url, tmp_path, "--batch-size", size) for size in ("1", "1", "7")
+        _ship(pg_workspace, server.url, tmp_path, *args)
+        for args in (
+            ("--batch-size", "1"),
+            ("--batch-size", "1"),
+            ("--batch-size", "7", "--concurrency", "2"),
+        )
     ]
     results = [_finish(p) for p in procs]
     for code, _, err in results:
