@@ -331,3 +331,41 @@ def test_retry_after_holds_back_every_shipper(
     delivered = _delivered(pg_workspace)
     assert len(delivered) == len(paths) - 1
     assert all(len(v) == 1 for v in delivered.values())
+
+
+class _TimedEndpoint(FaultEndpoint):
+    """The fault endpoint, noting when each request arrived (epoch seconds: the same
+    host clock as the database's, which keeps the shared deadline)."""
+
+    def __init__(self) -> None:
+        self.arrived: list[float] = []
+        super().__init__()
+
+    def _handle(self, h: Any) -> None:
+        self.arrived.append(time.time())
+        super()._handle(h)
+
+
+def test_a_short_retry_after_pauses_every_shipper_until_the_deadline(
+    pg_workspace: Backend, tmp_path: Path
+) -> None:
+    _fill(pg_workspace, 120)
+    site = _TimedEndpoint()
+    try:
+        site.script("/v1/items", *[Fault(kind="slow", delay=0)] * 30)
+        site.script(
+            "/v1/items", Fault(status=429, headers={"Retry-After": "2"}, body={"status": 429})
+        )
+        procs = [_ship(pg_workspace, site.url, tmp_path, "--batch-size", "1") for _ in range(3)]
+        for code, _, err in (_finish(p) for p in procs):
+            assert code == 0, err  # under the cap: everyone waited, then finished
+    finally:
+        site.close()
+    (until,) = _query(pg_workspace, "SELECT until FROM ship_deadlines")[0]
+    statuses = [r.path for r in site.requests]
+    assert len(statuses) == 121  # every item once, plus the one answered 429
+    # order: after the 429 (request 31), only the requests already on their way (one
+    # per other shipper) came before the deadline; every later one came after it
+    early = [t for t in site.arrived[31:] if t < until - 0.01]
+    assert len(early) <= 2, (len(early), until)
+    assert len(_delivered(pg_workspace)) == 120
