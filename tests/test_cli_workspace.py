@@ -44,6 +44,7 @@ def _with_password(url: str) -> str:
 def test_a_job_moves_to_postgresql_and_back_without_fetching_again(
     make_site, good_spec, tmp_path, make_workspace_backend: Callable[[str], Backend]
 ):
+    cluster = _with_password(make_workspace_backend("postgres").where)  # or skip, first
     site = make_site(cases=30, edge_cases=False)
     spec = good_spec("cases", site.url, tmp_path)
     reference = tmp_path / "reference"
@@ -54,7 +55,6 @@ def test_a_job_moves_to_postgresql_and_back_without_fetching_again(
     laptop = tmp_path / "laptop"
     started = _run("crawl", str(spec), "--workspace", str(laptop), "--max-requests", "40", *QUIET)
     assert started.returncode == 3, started.stderr  # a checkpoint: rows left pending
-    cluster = _with_password(make_workspace_backend("postgres").where)
     moved = _run("workspace", "copy", str(laptop), cluster)
     assert moved.returncode == 0, moved.stderr
     assert "[redacted]" in moved.stderr

@@ -396,3 +396,18 @@ def _epoch(iso: str) -> float:
     from datetime import datetime
 
     return datetime.fromisoformat(iso).timestamp()
+
+
+def test_a_new_worker_sends_nothing_while_a_shared_deadline_is_over_the_cap(
+    make_site, good_spec, tmp_path, pg_url
+):
+    site = make_site(cases=5, edge_cases=False)
+    spec = good_spec("cases", site.url, tmp_path)
+    with Workspace.open(pg_url) as ws:
+        assert ws.hosts is not None
+        ws.hosts.defer(urlsplit(site.url).netloc, 600.0)  # another worker was told so
+    proc = _worker(spec, pg_url)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 3, err[-2000:]  # a checkpoint: come back later
+    assert site.stats()["total"] == 0
+    assert [e["event"] for e in _events(pg_url) if e["event"] == "run_deferred"] == ["run_deferred"]

@@ -482,6 +482,9 @@ class CrawlRuntime:
             self._stored_bytes = store.responses_size()[1]
         now = time.time()
         self.not_before = self._load_deferrals(now)
+        if self.ws.hosts is not None:  # a database's: the deadlines every worker shares
+            for host, until in self.ws.hosts.deadlines().items():
+                self.not_before[host] = max(self.not_before.get(host, 0.0), until)
         for host, until in sorted(self.not_before.items()):
             if until - now > self.limits.retry_after_cap:
                 self.stop_reason = REASON_RATE_LIMITED
