@@ -20,7 +20,6 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-import psycopg
 import pytest
 
 from framework.workspace import StoredItem
@@ -52,6 +51,8 @@ def _items(backend: Backend) -> dict[str, StoredItem]:
 
 
 def _query(backend: Backend, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    import psycopg  # the postgres extra; imported only when PostgreSQL is used
+
     with psycopg.connect(backend.where, autocommit=True) as conn:
         return list(conn.execute(sql, params).fetchall())
 

@@ -12,7 +12,6 @@ from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any
 
-import psycopg
 import pytest
 from framework_ship.index import digest
 from framework_ship.pg_claims import PgClaims
@@ -43,6 +42,8 @@ def pg(make_workspace_backend: Callable[[str], Backend]) -> Backend:
 
 
 def _sql(backend: Backend, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    import psycopg  # the postgres extra; imported only when PostgreSQL is used
+
     with psycopg.connect(backend.where, autocommit=True) as conn:
         cur = conn.execute(sql, params)
         return list(cur.fetchall()) if cur.description else []
