@@ -370,3 +370,18 @@ def test_a_short_retry_after_pauses_every_shipper_until_the_deadline(
     early = [t for t in site.arrived[31:] if t < until - 0.01]
     assert len(early) <= 2, (len(early), until)
     assert len(_delivered(pg_workspace)) == 120
+
+
+def test_framework_workspace_names_the_database_and_a_dry_run_writes_nothing(
+    pg_workspace: Backend, tmp_path: Path
+) -> None:
+    _fill(pg_workspace, 3)
+    env = {**os.environ, "FRAMEWORK_HOME": str(tmp_path), "FRAMEWORK_WORKSPACE": pg_workspace.where}
+    run = subprocess.run(
+        [FRAMEWORK, "ship", "job", "--dry-run"],
+        env=env, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    assert sum(line.startswith("ship ") for line in run.stdout.splitlines()) == 3
+    # a dry run claims nothing and creates no ship table
+    assert _query(pg_workspace, "SELECT to_regclass('ship_log') IS NULL") == [(True,)]

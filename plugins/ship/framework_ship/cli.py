@@ -17,8 +17,9 @@ from typing import Any
 
 import click
 
+from framework.cli.target import workspace_target
 from framework.errors import JobNotFound, UsageError
-from framework.project import find_root, resolve_job, workspace_path
+from framework.project import find_root, resolve_job
 from framework.spec import load_spec
 from framework.spec.models import ShipSettings
 from framework.workspace import Workspace, utc_now
@@ -81,7 +82,11 @@ def _first(*values: str | None) -> str | None:
     help=f"Env variable holding the bearer token. [${ENV_TOKEN_ENV}]",
 )
 @click.option("--fallback-path", default=None, help="Path tried when the endpoint answers 404/405.")
-@click.option("--workspace", default=None, help="Workspace folder (default var/<job>).")
+@click.option(
+    "--workspace",
+    default=None,
+    help="Workspace folder or postgresql:// URL (default $FRAMEWORK_WORKSPACE, else var/<job>).",
+)
 @click.option(
     "--batch-size",
     type=click.IntRange(min=1),
@@ -202,12 +207,8 @@ def ship(
     """
     root = find_root()
     settings = job_ship_settings(job, root) or ShipSettings()
-    # a database URL is passed on as it is; a folder is resolved as before
-    target: str | Path = (
-        workspace
-        if workspace is not None and is_database_url(workspace)
-        else workspace_path(root, job, workspace)
-    )
+    # --workspace, else FRAMEWORK_WORKSPACE, else var/<job>; a database URL as it is
+    target = workspace_target(root, job, workspace)
     if prune and is_database_url(target):
         raise UsageError(
             "--prune compacts ship-log.jsonl; a PostgreSQL workspace keeps its ship log "
