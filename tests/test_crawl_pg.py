@@ -13,7 +13,8 @@
   requests already sent when it announced it.
 
 The issue's acceptance figure is 5,000 cases (20,000 pages); FRAMEWORK_PG_CASES sets it
-(default 300: the suite's time budget; see docs/scaling.md for the measured full run).
+(default 150: the suite's time budget; a full run is ~20,000 pages per crawl, see
+docs/scaling.md).
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ EXIT_OK = 0
 IN_FLIGHT = 4  # CONCURRENT_REQUESTS of each worker in these tests
 GROUP = 4  # FRAMEWORK_COMMIT_BATCH: responses that may wait for their commit at a kill
 QUIET = ("-L", "WARNING")
-CASES = int(os.environ.get("FRAMEWORK_PG_CASES", "300"))
+CASES = int(os.environ.get("FRAMEWORK_PG_CASES", "150"))
 PASSWORD = "s3cret-pw-h25"
 
 
@@ -81,7 +82,7 @@ def _worker(spec: Path, url: str, *extra: str, lease: float = 3.0) -> subprocess
     )
 
 
-def _finish(proc: subprocess.Popen[str], timeout: float = 300) -> str:
+def _finish(proc: subprocess.Popen[str], timeout: float = 300 + CASES * 0.2) -> str:
     out, err = proc.communicate(timeout=timeout)
     assert proc.returncode == EXIT_OK, err[-3000:]
     assert PASSWORD not in out + err
