@@ -412,3 +412,35 @@ def test_a_new_worker_sends_nothing_while_a_shared_deadline_is_over_the_cap(
     assert proc.returncode == 3, err[-2000:]  # a checkpoint: come back later
     assert site.stats()["total"] == 0
     assert [e["event"] for e in _events(pg_url) if e["event"] == "run_deferred"] == ["run_deferred"]
+
+
+def test_scrapy_crawl_with_a_database_jobdir_is_a_worker_too(tmp_path: Path, pg_url: str) -> None:
+    """`scrapy crawl demo -s JOBDIR=postgresql://...`: the loader's lock-file and
+    state-file checks are a folder's; on a database the crawl's own open takes the
+    advisory lock, and nothing named after the URL appears on disk."""
+    repo = Path(__file__).resolve().parent.parent
+    root = tmp_path / "proj"
+    (root / "projects" / "demo").mkdir(parents=True)
+    (root / "scrapy.cfg").write_text((repo / "scrapy.cfg").read_text())
+    with DemoSite(cases=12, edge_cases=False) as site:
+        spec = (repo / "projects" / "demo" / "job.yaml").read_text()
+        (root / "projects" / "demo" / "job.yaml").write_text(
+            spec.replace("http://127.0.0.1:8800", site.url)
+        )
+        env = {k: v for k, v in os.environ.items() if not k.startswith("FRAMEWORK_")}
+        scrapy = Path(CLI[0]).parent / "scrapy"
+        done = subprocess.run(
+            [str(scrapy), "crawl", "demo", "-s", f"JOBDIR={pg_url}", *QUIET],
+            cwd=root,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+    assert done.returncode == EXIT_OK, done.stderr[-3000:]
+    assert PASSWORD not in done.stdout + done.stderr
+    assert sorted(p.name for p in root.iterdir()) == ["projects", "scrapy.cfg"]
+    assert _not_ok(pg_url) == 0
+    with Workspace.open(pg_url, create=False, readonly=True) as ws:
+        assert ws.store.item_counts()["complete"] >= 12

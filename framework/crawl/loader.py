@@ -18,6 +18,7 @@ from framework.crawl.spider import JobSpider, spider_class
 from framework.errors import FrameworkError
 from framework.project import find_root, job_files
 from framework.spec import load_spec
+from framework.workspace.locate import is_database_url
 from framework.workspace.workspace import held_by, lock_held
 
 if TYPE_CHECKING:
@@ -66,11 +67,15 @@ class JobSpiderLoader:
             if self.parse_only:
                 self._loaded[spider_name] = cls
                 return cls
-            jobdir = Path(self.jobdir or (cls.custom_settings or {})["JOBDIR"])
-            holder = held_by(jobdir / "crawl.lock")
-            if holder is not None:
-                raise lock_held(jobdir / "crawl.lock", holder)
-            preflight(jobdir, fresh=self.fresh)
+            target = self.jobdir or (cls.custom_settings or {})["JOBDIR"]
+            # a database workspace has no lock file or state file to look at here: its
+            # advisory lock and its store are taken by the crawl's own open
+            if not is_database_url(target):
+                jobdir = Path(target)
+                holder = held_by(jobdir / "crawl.lock")
+                if holder is not None:
+                    raise lock_held(jobdir / "crawl.lock", holder)
+                preflight(jobdir, fresh=self.fresh)
         except FrameworkError as exc:
             _die(exc)
         self._loaded[spider_name] = cls
