@@ -26,10 +26,13 @@ if TYPE_CHECKING:
 
 __all__ = [
     "RENDERERS_GROUP",
+    "WORKSPACE_COPY_GROUP",
     "Renderer",
     "RequestMeta",
+    "WorkspaceCopyHook",
     "load_renderer",
     "renderer_unavailable",
+    "workspace_copy_hooks",
 ]
 
 RENDERERS_GROUP = "framework.renderers"
@@ -96,4 +99,33 @@ def load_renderer(name: str, settings: Mapping[str, Any]) -> Renderer:
         raise UsageError(why)
     found = _load(name)
     assert found is not None
+    return found
+
+
+#: Plugins that keep state of their own in a workspace move it in ``framework workspace
+#: copy`` through this group (the core never imports them).
+WORKSPACE_COPY_GROUP = "framework.workspace_copy"
+
+
+class WorkspaceCopyHook(Protocol):
+    """What ``framework workspace copy`` asks of a plugin with workspace state. Both
+    workspaces are open and locked; ``refuse`` runs before anything is written."""
+
+    def refuse(self, source: Any, destination: Any, /) -> str | None:
+        """Why the plugin's state cannot be copied into ``destination`` (one sentence,
+        e.g. it has state of its own already), or ``None``."""
+        ...
+
+    def copy(self, source: Any, destination: Any, /) -> str | None:
+        """Copy the plugin's state, after the core's; a few words on what was copied
+        for the summary line, or ``None`` when there was nothing."""
+        ...
+
+
+def workspace_copy_hooks() -> list[WorkspaceCopyHook]:
+    """Every installed :class:`WorkspaceCopyHook`, by entry-point name."""
+    found: list[WorkspaceCopyHook] = []
+    for ep in sorted(entry_points(group=WORKSPACE_COPY_GROUP), key=lambda e: e.name):
+        obj = ep.load()
+        found.append(obj() if isinstance(obj, type) else obj)
     return found

@@ -6,7 +6,9 @@ The state (rows, attempts, items, stored responses, holds, meta) is copied by
 and event logs follow, line for line (a JSONL file becomes the ``log_lines`` table, and
 back). The destination must be empty. Both workspaces' ``crawl`` locks are held, so no
 crawl, requeue or review runs on either meanwhile. A database URL is only ever shown
-with its password masked. The ship step's files are not copied (see docs/scaling.md).
+with its password masked. Plugins with state of their own in the workspace (the ship
+step's log and index) copy it through the ``framework.workspace_copy`` entry points
+(:func:`framework.plugins.workspace_copy_hooks`), after the core's state.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ def copy(source: str, destination: str) -> int:
 
     Exit 0; 2 when the source is missing, the destination not empty, or either is
     in use by a crawl."""
+    from framework.plugins import workspace_copy_hooks
     from framework.workspace.copy import copy_state
 
     if source == destination:
@@ -56,14 +59,21 @@ def copy(source: str, destination: str) -> int:
             raise WorkspaceError(
                 f"{dst.where}: the destination already has log lines: copy into an empty workspace"
             )
+        hooks = workspace_copy_hooks()
+        for hook in hooks:  # all refusals before anything is written
+            why = hook.refuse(src, dst)
+            if why is not None:
+                raise WorkspaceError(why)
         counts = copy_state(src.store, dst.store)
         lines = {
             name: _copy_log(getattr(src, name), getattr(dst, name)) for name in ("urls", "events")
         }
+        extra = [said for hook in hooks if (said := hook.copy(src, dst))]
     click.echo(
         f"copied {src.where} -> {dst.where}: {counts.rows} rows, {counts.attempts} attempts, "
         f"{counts.items} items, {counts.responses} stored responses, {counts.holds} holds, "
-        f"{lines['urls']} URL lines, {lines['events']} events",
+        f"{lines['urls']} URL lines, {lines['events']} events"
+        + "".join(f", {said}" for said in extra),
         err=True,
     )
     return 0
