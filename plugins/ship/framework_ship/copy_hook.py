@@ -13,10 +13,10 @@ Registered as the ``ship`` entry point of ``framework.workspace_copy``.
   index, marked as caught up with that log: a key marked to ship again after a fenced
   late success stays marked (a replay of the lines alone would lose that).
 
-Not copied: claims (leases of running shippers; none run, the crawl locks are held by
-the copy but shippers do not take them) and Retry-After deadlines (a host's pause, by
-the clock of the machine that set it). A destination with ship state of its own is
-refused before anything is written.
+Not copied: claims (the leases of shippers running at that moment; the copy holds the
+``crawl`` locks, which shippers do not take, so a shipper should not run meanwhile) and
+Retry-After deadlines (a host's pause, by the clock of the machine that set it). A
+destination with ship state of its own is refused before any state is copied into it.
 """
 
 from __future__ import annotations
