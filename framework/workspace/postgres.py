@@ -26,14 +26,13 @@ updates it); a deadlock between two commits is retried the same way
 
 from __future__ import annotations
 
-import hashlib
 import json
 import zlib
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from framework.errors import UsageError, WorkspaceError
-from framework.workspace import holds
+from framework.workspace import holds, itemplan
 from framework.workspace.holds import Hold
 from framework.workspace.postgres_base import COMPACT_EVERY, RetryTransaction
 from framework.workspace.postgres_read import _HOLD_SQL, PgReader, _to_hold
@@ -361,95 +360,11 @@ class PostgresStore(PgReader):
                 "WHERE dedupe_key = ANY(%s) ORDER BY dedupe_key FOR UPDATE",
                 (list(chunk),),
             ):
-                before[key] = {
-                    "data": stored,
-                    "hash": digest,
-                    "parts": json.loads(names) if names else [],
-                    "row_id": row_id,
-                }
-        state: dict[str, dict[str, Any]] = {}  # the state after this commit, per key
-        for w in outcome.items:
-            old = state.get(w.dedupe_key) or before.get(w.dedupe_key)
-            data = dict(w.data)
-            parts: list[str] = list(old["parts"]) if old else []
-            if old and parts:
-                # A re-crawled page does not carry its sub-tabs: keep the merged parts.
-                old_data = old["obj"] if "obj" in old else json.loads(old["data"])
-                for name in parts:
-                    if name not in data and name in old_data:
-                        data[name] = old_data[name]
-            state[w.dedupe_key] = {
-                "obj": data,
-                "parts": parts,
-                "source_type": w.source_type,
-                "source_id": w.source_id,
-                "declared": w.complete,
-                "row_id": outcome.row_id,
-            }
-        for p in outcome.parts:
-            old = state.get(p.dedupe_key)
-            if old is None:
-                prior = before.get(p.dedupe_key)
-                if prior is None:
-                    raise WorkspaceError(
-                        f"part {p.name!r} for unknown item {p.dedupe_key!r} (row {outcome.row_id})"
-                    )
-                old = state[p.dedupe_key] = {
-                    "obj": json.loads(prior["data"]),
-                    "parts": list(prior["parts"]),
-                    "row_id": prior["row_id"],
-                }
-            old["obj"][p.name] = p.value
-            if p.name not in old["parts"]:
-                old["parts"].append(p.name)
-        inserts: list[tuple[Any, ...]] = []
-        updates: list[tuple[Any, ...]] = []
-        relinks: list[tuple[Any, ...]] = []
-        new = unchanged = 0
-        changed: list[str] = []
-        for key, st in state.items():
-            text = canonical_json(st["obj"])
-            digest = "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
-            parts_text = canonical_json(sorted(st["parts"])) if st["parts"] else None
-            prior = before.get(key)
-            if prior is None:
-                new += 1
-                declared = int(st.get("declared", True))
-                inserts.append(
-                    (
-                        key,
-                        st["source_type"],
-                        st["source_id"],
-                        text,
-                        digest,
-                        now,
-                        now,
-                        declared,
-                        parts_text,
-                        st["row_id"],
-                        declared,
-                    )
-                )
-            elif prior["hash"] != digest:
-                changed.append(key)
-                declared_now = st.get("declared")
-                updates.append(
-                    (
-                        text,
-                        digest,
-                        now,
-                        parts_text,
-                        st["row_id"],
-                        None if declared_now is None else int(declared_now),
-                        st.get("source_type"),
-                        st.get("source_id"),
-                        key,
-                    )
-                )
-            else:
-                unchanged += 1
-                if prior["row_id"] is None and st["row_id"] is not None:
-                    relinks.append((st["row_id"], key))  # orphaned by reset_rows
+                before[key] = itemplan.known(stored, digest, names, row_id)
+        p = itemplan.plan(outcome, before, now)
+        # `complete` takes the declared value (SQLite's ?8: no such reference here)
+        inserts = [(*i, i[7]) for i in p.inserts]
+        updates, relinks = p.updates, p.relinks
         with conn.cursor() as cur:
             if inserts:
                 # `complete` starts as the declared value; _recompute corrects it
@@ -473,7 +388,7 @@ class PostgresStore(PgReader):
                 )
             if relinks:
                 cur.executemany("UPDATE items SET row_id = %s WHERE dedupe_key = %s", relinks)
-        return new, changed, unchanged, keys, {i[0] for i in inserts}
+        return p.new, p.changed, p.unchanged, keys, {i[0] for i in inserts}
 
     def _recompute(
         self, conn: psycopg.Connection[Any], keys: Iterable[str], fresh: Iterable[str] = ()
