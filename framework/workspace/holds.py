@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from framework.errors import UsageError
+from framework.workspace.itemplan import keep_parts
 from framework.workspace.records import HoldWrite, canonical_json, content_hash
 
 __all__ = ["INVALID", "REVIEW", "Hold", "counts", "decide", "iter_holds", "settle"]
@@ -176,10 +177,7 @@ def decide(conn: sqlite3.Connection, key: str, accept: bool, now: str) -> Hold:
         row = conn.execute("SELECT data, parts FROM items WHERE dedupe_key = ?", (key,)).fetchone()
         data = dict(hold.data)
         if row is not None:
-            old, parts = json.loads(row[0]), json.loads(row[1]) if row[1] else []
-            for name in parts:
-                if name not in data and name in old:
-                    data[name] = old[name]
+            keep_parts(data, json.loads(row[0]), json.loads(row[1]) if row[1] else [])
             conn.execute(
                 "UPDATE items SET data = ?, content_hash = ?, last_scraped = ? "
                 "WHERE dedupe_key = ?",

@@ -35,6 +35,15 @@ class ItemPlan:
     changed: list[str] = field(default_factory=list)
 
 
+def keep_parts(data: dict[str, Any], old: dict[str, Any], parts: list[str]) -> None:
+    """Carry the stored sub-tab values (``parts``) of ``old`` into ``data`` where the new
+    record does not have them: a re-crawled page does not carry its sub-tabs, so identical
+    content stays identical and no sub-tab data is lost."""
+    for name in parts:
+        if name not in data and name in old:
+            data[name] = old[name]
+
+
 def known(stored: str, digest: str, names: str | None, row_id: int | None) -> dict[str, Any]:
     """A stored item as :func:`plan` reads it (data, content_hash, parts, row_id)."""
     return {
@@ -54,12 +63,7 @@ def plan(outcome: Outcome, before: dict[str, dict[str, Any]], now: str) -> ItemP
         data = dict(w.data)
         parts: list[str] = list(old["parts"]) if old else []
         if old and parts:
-            # A re-crawled page does not carry its sub-tabs: keep the merged parts
-            # so identical content stays identical (and no sub-tab data is lost).
-            old_data = old["obj"] if "obj" in old else json.loads(old["data"])
-            for name in parts:
-                if name not in data and name in old_data:
-                    data[name] = old_data[name]
+            keep_parts(data, old["obj"] if "obj" in old else json.loads(old["data"]), parts)
         state[w.dedupe_key] = {
             "obj": data,
             "parts": parts,

@@ -431,10 +431,8 @@ class PostgresStore(PgReader):
                 ).fetchone()
                 data = dict(hold.data)
                 if row is not None:
-                    old, parts = json.loads(row[0]), json.loads(row[1]) if row[1] else []
-                    for name in parts:
-                        if name not in data and name in old:
-                            data[name] = old[name]
+                    parts = json.loads(row[1]) if row[1] else []
+                    itemplan.keep_parts(data, json.loads(row[0]), parts)
                     conn.execute(
                         "UPDATE items SET data = %s, content_hash = %s, last_scraped = %s "
                         "WHERE dedupe_key = %s",
