@@ -168,3 +168,24 @@ def test_how_many_processes_parse() -> None:
     assert 1 <= processes_for("auto", 100_000) <= cores  # idle cores only, at least 1
     with pytest.raises(UsageError):
         processes_for(0, 10)
+
+
+def test_idle_cores_are_measured_now_not_over_the_last_minute(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from framework.crawl import reparse
+
+    # the real machine: a share of its cores, whatever else runs
+    cores = len(os.sched_getaffinity(0))
+    assert 0.0 <= reparse.idle_cores(cores, window=0.05) <= cores
+    # the arithmetic, on two readings of /proc/stat 0.1 s apart: 300 busy and 100 idle
+    # ticks since the first reading are a quarter idle, whatever the load average says
+    readings = iter([(1_000, 5_000), (1_300, 5_100)])
+    monkeypatch.setattr(reparse, "_cpu_times", lambda: next(readings))
+    monkeypatch.setattr(reparse.os, "getloadavg", lambda: (0.0, 0.0, 0.0))
+    assert reparse.idle_cores(4, window=0.0) == pytest.approx(1.0)
+    readings = iter([(1_000, 5_000), (1_000, 5_400)])  # nothing else ran: all idle
+    assert reparse.idle_cores(2, window=0.0) == pytest.approx(2.0)
+    monkeypatch.setattr(reparse, "_cpu_times", lambda: None)  # no /proc: the load average
+    monkeypatch.setattr(reparse.os, "getloadavg", lambda: (1.5, 0.0, 0.0))
+    assert reparse.idle_cores(2) == pytest.approx(0.5)

@@ -25,8 +25,8 @@ from framework.project import find_root, resolve_job
     default="auto",
     show_default=True,
     metavar="N|auto",
-    help="processes that parse the pages (one writes); auto: one per idle core (cores "
-    "less the load average), 1 for fewer than 1,000 stored pages",
+    help="processes that parse the pages (one writes); auto: one per idle core (measured "
+    "now, over 0.1 s), 1 for fewer than 1,000 stored pages",
 )
 @click.option("-q", "--quiet", is_flag=True, help="warnings and errors only, no progress line")
 def reparse(job: str, workspace: str | None, processes: str, quiet: bool) -> int:

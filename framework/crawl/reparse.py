@@ -137,10 +137,10 @@ def _extract_limits(settings: dict[str, Any]) -> ExtractLimits:
 
 def processes_for(wanted: int | str, pages: int) -> int:
     """Worker processes for ``pages`` stored pages: ``wanted``, or for ``auto`` one per
-    idle core (the cores this process may use less the 1-minute load average, rounded;
-    none below ``AUTO_MIN_PAGES`` pages). 1: no workers, the parse runs in the writing
-    process. Workers cost about a quarter more CPU in all (the pages and results cross
-    a pipe): on a busy machine they buy no time, so ``auto`` does not start them."""
+    idle core (none below ``AUTO_MIN_PAGES`` pages). 1: no workers, the parse runs in
+    the writing process. Workers cost about a quarter more CPU in all (the pages and
+    results cross a pipe): on a busy machine they buy no time, so ``auto`` does not
+    start them."""
     if wanted == "auto":
         if pages < AUTO_MIN_PAGES:
             return 1
@@ -148,16 +148,50 @@ def processes_for(wanted: int | str, pages: int) -> int:
             cores = len(os.sched_getaffinity(0))
         except AttributeError:  # not on Linux
             cores = os.cpu_count() or 1
-        try:
-            idle = cores - os.getloadavg()[0]
-        except (AttributeError, OSError):  # no load average here: take every core
-            idle = float(cores)
-        n = min(cores, round(idle))
+        n = min(cores, round(idle_cores(cores)))
         return n if n > 1 else 1
     n = int(wanted)
     if n < 1:
         raise UsageError(f"--processes: {wanted} is not 1 or more (or auto)")
     return n
+
+
+def idle_cores(cores: int, window: float = 0.1) -> float:
+    """How many of ``cores`` are idle now: the machine's idle share over ``window``
+    seconds (``/proc/stat``) times ``cores``. The load average would say what the last
+    minute was: right after a crawl of the same pages (the usual moment for a reparse)
+    it counts a core the crawl no longer uses. Without ``/proc`` (not Linux), the load
+    average is all there is."""
+    first = _cpu_times()
+    if first is None:
+        try:
+            return cores - os.getloadavg()[0]
+        except (AttributeError, OSError):  # no load average either: take every core
+            return float(cores)
+    time.sleep(window)
+    second = _cpu_times()
+    if second is None:  # pragma: no cover - /proc/stat vanished between two reads
+        return float(cores)
+    busy = second[0] - first[0]
+    idle = second[1] - first[1]
+    if busy + idle <= 0:
+        return float(cores)
+    return cores * idle / (busy + idle)
+
+
+def _cpu_times() -> tuple[int, int] | None:
+    """(busy, idle) clock ticks of the whole machine since boot, from ``/proc/stat``."""
+    try:
+        with open("/proc/stat", encoding="ascii") as fh:
+            fields = fh.readline().split()
+    except OSError:
+        return None
+    if not fields or fields[0] != "cpu":
+        return None
+    ticks = [int(v) for v in fields[1:]]
+    idle = ticks[3] + (ticks[4] if len(ticks) > 4 else 0)  # idle + iowait
+    # guest time is already counted in user/nice: the first eight fields only
+    return sum(ticks[:8]) - idle, idle
 
 
 def reparse(
