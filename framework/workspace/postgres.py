@@ -42,7 +42,6 @@ from framework.workspace.records import (
     HoldWrite,
     NewRow,
     Outcome,
-    ResponseWrite,
     Row,
     RowStatus,
     canonical_json,
@@ -97,6 +96,67 @@ _OUTCOME_UPDATE = (
 )
 
 
+# The same for a whole group, the fence compared row by row: the rows whose token changed
+# do not come back (refused), the others are written.
+_GROUP_UPDATE = (
+    "UPDATE rows SET status = v.status, attempts = rows.attempts + v.spent, "
+    "retryable = v.retryable, last_error_kind = coalesce(v.kind, rows.last_error_kind), "
+    "last_error = CASE WHEN v.ok THEN rows.last_error ELSE v.detail END, "
+    "last_http_status = v.http, updated_at = %(now)s, "
+    "lease_owner = CASE WHEN v.ok THEN NULL ELSE rows.lease_owner END, "
+    "lease_expires_at = CASE WHEN v.ok THEN NULL ELSE rows.lease_expires_at END "
+    "FROM unnest(%(ids)s::bigint[], %(status)s::text[], %(spent)s::int[], "
+    "%(retryable)s::smallint[], %(kind)s::text[], %(ok)s::bool[], %(detail)s::text[], "
+    "%(http)s::int[], %(token)s::bigint[]) "
+    "AS v(id, status, spent, retryable, kind, ok, detail, http, token) "
+    "WHERE rows.id = v.id AND (v.token IS NULL OR rows.lease_token = v.token) "
+    "RETURNING rows.id, rows.attempts, rows.item_key"
+)
+
+# an outcome's row status, error kind, whether it may be retried, and its error detail
+_Marks = tuple[RowStatus, ErrorKind | None, bool, str | None]
+
+
+def _outcome_marks(outcome: Outcome) -> _Marks:
+    status = RowStatus.OK if outcome.ok else RowStatus.ERROR
+    kind = outcome.error_kind if not outcome.ok else None
+    if not outcome.ok and kind is None:
+        kind = ErrorKind.OTHER
+    retryable = outcome.ok or (outcome.retryable and (kind is None or kind.retryable))
+    detail = (outcome.error or "")[:ERROR_DETAIL_MAX] or None
+    return status, kind, retryable, detail
+
+
+def _known_keys(outcome: Outcome) -> set[str]:
+    """The item keys an outcome names itself: its items, parts, holds, and the items its
+    found rows belong to."""
+    keys = {w.dedupe_key for w in outcome.items} | {p.dedupe_key for p in outcome.parts}
+    keys.update(h.dedupe_key for h in outcome.holds)
+    keys.update(
+        str(r.context["item_key"])
+        for r in outcome.new_rows
+        if r.context.get("item_key") is not None
+    )
+    return keys
+
+
+def _overlap(keys: Sequence[set[str]], outcomes: Sequence[Outcome]) -> bool:
+    """Whether two of the outcomes are of one row or share an item key: then what one
+    writes changes what the next reads, and they are applied one after the other."""
+    if len({o.row_id for o in outcomes}) < len(outcomes):
+        return True
+    seen: set[str] = set()
+    for some in keys:
+        if not seen.isdisjoint(some):
+            return True
+        seen |= some
+    return False
+
+
+class _OneByOne(Exception):
+    """Raised inside a group commit to roll it back and apply its outcomes one by one."""
+
+
 class PostgresStore(PgReader):
     """The Store contract on PostgreSQL. Build with ``PostgresStore.open(url)``."""
 
@@ -104,19 +164,30 @@ class PostgresStore(PgReader):
     def _insert_rows(
         self, conn: psycopg.Connection[Any], rows: Sequence[NewRow], parent: int | None, now: str
     ) -> list[Row]:
-        """Multi-row INSERT .. ON CONFLICT DO NOTHING RETURNING: exactly the rows that
-        did not exist come back (duplicates inside the batch included)."""
-        inserted: list[Row] = []
-        for chunk in _chunks(rows, CHUNK):
+        """Insert ``rows`` found by the row ``parent``; exactly the new ones come back."""
+        return self._insert_found(conn, [(0, parent, r) for r in rows], now).get(0, [])
+
+    def _insert_found(
+        self,
+        conn: psycopg.Connection[Any],
+        found: Sequence[tuple[int, int | None, NewRow]],
+        now: str,
+    ) -> dict[int, list[Row]]:
+        """Multi-row INSERT .. ON CONFLICT DO NOTHING RETURNING of rows found by several
+        pages (``(page, parent row id, row)``): exactly the rows that did not exist come
+        back, each under the first page that found it (duplicates inside the batch
+        included), in id order."""
+        inserted: dict[int, list[Row]] = {}
+        for chunk in _chunks(found, CHUNK):
             params: list[Any] = []
-            by_fp: dict[str, tuple[NewRow, str, int | None]] = {}
-            for new in chunk:
+            by_fp: dict[str, tuple[int, NewRow, str, int | None]] = {}
+            for page, parent, new in chunk:
                 ctx = dict(new.context)
                 item_key = ctx.get("item_key")
                 fp = new.fingerprint
                 ctx_text = canonical_json(ctx) if ctx else "{}"
                 parent_id = new.parent_id if new.parent_id is not None else parent
-                by_fp.setdefault(fp, (new, ctx_text, parent_id))
+                by_fp.setdefault(fp, (page, new, ctx_text, parent_id))
                 params += [
                     fp,
                     new.kind,
@@ -139,8 +210,8 @@ class PostgresStore(PgReader):
                 params,
             ).fetchall()
             for row_id, fp in got:
-                new, ctx_text, parent_id = by_fp[fp]
-                inserted.append(
+                page, new, ctx_text, parent_id = by_fp[fp]
+                inserted.setdefault(page, []).append(
                     Row(
                         id=int(row_id),
                         kind=new.kind,
@@ -160,7 +231,8 @@ class PostgresStore(PgReader):
                         updated_at=now,
                     )
                 )
-        inserted.sort(key=lambda row: row.id)
+        for rows in inserted.values():
+            rows.sort(key=lambda row: row.id)
         return inserted
 
     def seed(self, rows: Sequence[NewRow]) -> list[Row]:
@@ -182,25 +254,155 @@ class PostgresStore(PgReader):
 
     def commit_many(self, outcomes: Sequence[Outcome]) -> list[CommitResult | None]:
         """Commit a group of outcomes in ONE transaction, results in the same order. All
-        or none. None for an outcome refused by the fence (nothing of it written)."""
+        or none. None for an outcome refused by the fence (nothing of it written).
+
+        Each statement serves the whole group (:meth:`_apply_group`): one UPDATE of
+        the rows with the fence, one INSERT of the attempts, one of the bodies, one of
+        the found rows, one read of the items, one recomputation, instead of each of
+        these per outcome, because every statement is a round trip the crawl waits for.
+        That is the same as applying them one by one only while no two outcomes touch
+        the same row or item key; a group where they do (rare: two pages of one item
+        in one group) is applied one outcome after the other (:meth:`_apply_outcome`)."""
         if not outcomes:
             return []
         now = self._clock()
-        return self._run(
-            lambda conn: [self._apply_outcome(conn, o, now) for o in outcomes], len(outcomes)
+
+        def one_by_one(conn: psycopg.Connection[Any]) -> list[CommitResult | None]:
+            return [self._apply_outcome(conn, o, now) for o in outcomes]
+
+        if len(outcomes) > 1 and _overlap([_known_keys(o) for o in outcomes], outcomes):
+            return self._run(one_by_one, len(outcomes))
+        try:
+            return self._run(lambda conn: self._apply_group(conn, outcomes, now), len(outcomes))
+        except _OneByOne:
+            return self._run(one_by_one, 0)
+
+    def _apply_group(
+        self, conn: psycopg.Connection[Any], outcomes: Sequence[Outcome], now: str
+    ) -> list[CommitResult | None]:
+        """Every write of the group's outcomes inside the caller's transaction, one
+        statement per table; raises :class:`_OneByOne` (the caller rolls back and applies
+        them one by one) when two accepted outcomes share an item key found only in the
+        database (a row's own item, the items a retried row wrote before)."""
+        marks = [_outcome_marks(o) for o in outcomes]
+        got = conn.execute(
+            _GROUP_UPDATE,
+            {
+                "ids": [o.row_id for o in outcomes],
+                "status": [m[0].value for m in marks],
+                "spent": [0 if o.reparse else 1 for o in outcomes],
+                "retryable": [int(m[2]) for m in marks],
+                "kind": [m[1].value if m[1] else None for m in marks],
+                "ok": [o.ok for o in outcomes],
+                "detail": [m[3] for m in marks],
+                "http": [o.http_status for o in outcomes],
+                "token": [o.lease_token for o in outcomes],
+                "now": now,
+            },
+        ).fetchall()
+        done = {int(row_id): (int(attempts), own) for row_id, attempts, own in got}
+        missing = [o for o in outcomes if o.row_id not in done]
+        if missing:
+            exist = {
+                int(i)
+                for (i,) in conn.execute(
+                    "SELECT id FROM rows WHERE id = ANY(%s)", ([o.row_id for o in missing],)
+                )
+            }
+            for o in missing:
+                if o.lease_token is None or o.row_id not in exist:
+                    raise WorkspaceError(f"commit for unknown row id {o.row_id}")
+        taken = [i for i, o in enumerate(outcomes) if o.row_id in done]
+        keys = {i: _known_keys(outcomes[i]) for i in taken}
+        for i in taken:
+            own = done[outcomes[i].row_id][1]
+            if own is not None:
+                keys[i].add(str(own))
+        if _overlap([keys[i] for i in taken], [outcomes[i] for i in taken]):
+            raise _OneByOne
+        stored = self._write_responses(conn, [outcomes[i] for i in taken], now)
+        history = self._write_attempts(
+            conn,
+            [
+                (outcomes[i], marks[i], done[outcomes[i].row_id][0])
+                for i in taken
+                if not outcomes[i].reparse
+            ],
+            now,
         )
+        found = self._insert_found(
+            conn, [(i, outcomes[i].row_id, r) for i in taken for r in outcomes[i].new_rows], now
+        )
+        # the items of the group's keys, and those the rows wrote before (whose
+        # completeness a retried or reparsed row's new status changes), locked
+        item_keys = sorted(
+            {w.dedupe_key for i in taken for w in outcomes[i].items}
+            | {p.dedupe_key for i in taken for p in outcomes[i].parts}
+        )
+        wanted = set(item_keys)
+        before: dict[str, dict[str, Any]] = {}
+        linked: dict[int, set[str]] = {}
+        for key, data, digest, names, row_id in conn.execute(
+            "SELECT dedupe_key, data, content_hash, parts, row_id FROM items "
+            "WHERE dedupe_key = ANY(%s) OR row_id = ANY(%s) ORDER BY dedupe_key FOR UPDATE",
+            (item_keys, [outcomes[i].row_id for i in taken]),
+        ):
+            if key in wanted:
+                before[key] = itemplan.known(data, digest, names, row_id)
+            if row_id is not None:
+                linked.setdefault(int(row_id), set()).add(str(key))
+        recompute: dict[int, set[str]] = {}
+        for i in taken:
+            o = outcomes[i]
+            mine = {w.dedupe_key for w in o.items} | {p.dedupe_key for p in o.parts}
+            own = done[o.row_id][1]
+            if own is not None:
+                mine.add(str(own))
+            mine.update(
+                str(r.context["item_key"]) for r in found.get(i, ()) if "item_key" in r.context
+            )
+            if o.reparse or history.get(o.row_id, 1) > 1:
+                mine |= linked.get(o.row_id, set())
+            keys[i] |= linked.get(o.row_id, set())
+            recompute[i] = mine
+        if _overlap([keys[i] for i in taken], [outcomes[i] for i in taken]):
+            raise _OneByOne
+        plans = {i: itemplan.plan(outcomes[i], before, now) for i in taken}
+        fresh = self._write_plans(conn, list(plans.values()))
+        held = [(h, outcomes[i].row_id) for i in taken for h in outcomes[i].holds]
+        stored_keys = [
+            w.dedupe_key
+            for i in taken
+            if outcomes[i].holds or outcomes[i].items
+            for w in outcomes[i].items
+        ]
+        self._settle_holds(conn, held, stored_keys, now)
+        owner = {key: i for i in taken for key in recompute[i]}
+        completed: dict[int, list[str]] = {i: [] for i in taken}
+        for key in self._recompute(conn, owner, fresh):
+            completed[owner[key]].append(key)
+        results: list[CommitResult | None] = [None] * len(outcomes)
+        for i in taken:
+            o, p = outcomes[i], plans[i]
+            results[i] = CommitResult(
+                status=marks[i][0],
+                attempt=done[o.row_id][0],
+                inserted=found.get(i, []),
+                items_new=p.new,
+                items_changed=len(p.changed),
+                changed=p.changed,
+                items_unchanged=p.unchanged,
+                completed=sorted(completed[i]),
+                response_bytes=stored.get(o.row_id, 0),
+            )
+        return results
 
     def _apply_outcome(
         self, conn: psycopg.Connection[Any], outcome: Outcome, now: str
     ) -> CommitResult | None:
         """Every write of one outcome inside the caller's transaction (see
         :meth:`SqliteStore._apply_outcome`); None: refused by the fence."""
-        status = RowStatus.OK if outcome.ok else RowStatus.ERROR
-        kind = outcome.error_kind if not outcome.ok else None
-        if not outcome.ok and kind is None:
-            kind = ErrorKind.OTHER
-        retryable = outcome.ok or (outcome.retryable and (kind is None or kind.retryable))
-        detail = (outcome.error or "")[:ERROR_DETAIL_MAX] or None
+        status, kind, retryable, detail = marks = _outcome_marks(outcome)
         token = outcome.lease_token
         got = conn.execute(
             _OUTCOME_UPDATE,
@@ -225,18 +427,18 @@ class PostgresStore(PgReader):
                 return None  # fenced: nothing of this outcome is written
             raise WorkspaceError(f"commit for unknown row id {outcome.row_id}")
         attempt, own_key = int(got[0]), got[1]
-        stored = 0
-        if outcome.response is not None:
-            stored = self._write_response(conn, outcome.row_id, outcome.response, now)
+        stored = self._write_responses(conn, [outcome], now)
         history_n = 2  # a reparsed row has its items from earlier: look them up
         if not outcome.reparse:
-            history_n = self._write_attempt(conn, outcome, status, attempt, kind, detail, now)
+            history_n = self._write_attempts(conn, [(outcome, marks, attempt)], now)[outcome.row_id]
         inserted = self._insert_rows(conn, outcome.new_rows, outcome.row_id, now)
         new, changed, unchanged, keys, fresh = self._write_items(conn, outcome, now)
-        if outcome.holds or outcome.items:
-            self._settle_holds(
-                conn, outcome.holds, [w.dedupe_key for w in outcome.items], outcome.row_id, now
-            )
+        self._settle_holds(
+            conn,
+            [(h, outcome.row_id) for h in outcome.holds],
+            [w.dedupe_key for w in outcome.items],
+            now,
+        )
         if own_key is not None:
             keys.add(str(own_key))
         keys.update(str(r.context["item_key"]) for r in inserted if "item_key" in r.context)
@@ -257,64 +459,79 @@ class PostgresStore(PgReader):
             changed=changed,
             items_unchanged=unchanged,
             completed=completed,
-            response_bytes=stored,
+            response_bytes=stored.get(outcome.row_id, 0),
         )
 
-    def _write_attempt(
+    def _write_attempts(
         self,
         conn: psycopg.Connection[Any],
-        outcome: Outcome,
-        status: RowStatus,
-        attempt: int,
-        kind: ErrorKind | None,
-        detail: str | None,
+        attempts: Sequence[tuple[Outcome, _Marks, int]],
         now: str,
-    ) -> int:
-        """Append the attempt to the row's history; return its number there. The row is
-        locked by this transaction's UPDATE, so max(n) cannot race."""
+    ) -> dict[int, int]:
+        """Append each attempt (outcome, its marks, the row's attempt count) to its row's
+        history in one statement; row id -> its number there. The rows are locked by
+        this transaction's UPDATE and each comes once, so max(n) cannot race."""
+        if not attempts:
+            return {}
         got = conn.execute(
             "INSERT INTO attempts (row_id, n, attempt, time, outcome, http_status, "
-            "error_kind, error) VALUES (%(id)s, (SELECT coalesce(max(n), 0) + 1 FROM attempts "
-            "WHERE row_id = %(id)s), %(attempt)s, %(now)s, %(outcome)s, %(http)s, %(kind)s, "
-            "%(detail)s) RETURNING n",
-            {
-                "id": outcome.row_id,
-                "attempt": attempt,
-                "now": now,
-                "outcome": status.value,
-                "http": outcome.http_status,
-                "kind": kind.value if kind else None,
-                "detail": detail,
-            },
-        ).fetchone()
-        assert got is not None
-        return int(got[0])
+            "error_kind, error) SELECT v.id, (SELECT coalesce(max(a.n), 0) + 1 FROM attempts a "
+            "WHERE a.row_id = v.id), v.attempt, %s, v.outcome, v.http, v.kind, v.detail "
+            "FROM unnest(%s::bigint[], %s::int[], %s::text[], %s::int[], %s::text[], "
+            "%s::text[]) WITH ORDINALITY AS v(id, attempt, outcome, http, kind, detail, o) "
+            "ORDER BY v.o RETURNING row_id, n",
+            (
+                now,
+                [o.row_id for o, _, _ in attempts],
+                [attempt for _, _, attempt in attempts],
+                [m[0].value for _, m, _ in attempts],
+                [o.http_status for o, _, _ in attempts],
+                [m[1].value if m[1] else None for _, m, _ in attempts],
+                [m[3] for _, m, _ in attempts],
+            ),
+        ).fetchall()
+        return {int(row_id): int(n) for row_id, n in got}
 
-    def _write_response(
-        self, conn: psycopg.Connection[Any], row_id: int, r: ResponseWrite, now: str
-    ) -> int:
-        packed = zlib.compress(r.body, 1)  # as SqliteStore: level 1, paid on every page
+    def _write_responses(
+        self, conn: psycopg.Connection[Any], outcomes: Sequence[Outcome], now: str
+    ) -> dict[int, int]:
+        """Store the bodies of those outcomes that carry one, in one statement; row id
+        -> compressed size."""
+        bodies = [(o.row_id, o.response) for o in outcomes if o.response is not None]
+        if not bodies:
+            return {}
+        # as SqliteStore: zlib level 1, paid on every page
+        packed = [zlib.compress(r.body, 1) for _, r in bodies]
         conn.execute(
             "INSERT INTO responses (row_id, url, final_url, status, content_type, codec, "
-            "body, size, stored_at) VALUES (%s, %s, %s, %s, %s, 'zlib', %s, %s, %s) "
+            "body, size, stored_at) SELECT v.id, v.url, v.final_url, v.status, v.ct, 'zlib', "
+            "v.body, length(v.body), %s FROM unnest(%s::bigint[], %s::text[], %s::text[], "
+            "%s::int[], %s::text[], %s::bytea[]) AS v(id, url, final_url, status, ct, body) "
             "ON CONFLICT (row_id) DO UPDATE SET url = excluded.url, "
             "final_url = excluded.final_url, status = excluded.status, "
             "content_type = excluded.content_type, codec = excluded.codec, "
             "body = excluded.body, size = excluded.size, stored_at = excluded.stored_at",
-            (row_id, r.url, r.final_url, r.status, r.content_type, packed, len(packed), now),
+            (
+                now,
+                [row_id for row_id, _ in bodies],
+                [r.url for _, r in bodies],
+                [r.final_url for _, r in bodies],
+                [r.status for _, r in bodies],
+                [r.content_type for _, r in bodies],
+                packed,
+            ),
         )
-        return len(packed)
+        return {row_id: len(body) for (row_id, _), body in zip(bodies, packed, strict=True)}
 
     def _settle_holds(
         self,
         conn: psycopg.Connection[Any],
-        held: Sequence[HoldWrite],
+        held: Sequence[tuple[HoldWrite, int]],
         stored_keys: Sequence[str],
-        row_id: int,
         now: str,
     ) -> None:
-        """As :func:`framework.workspace.holds.settle`: keep the held candidates, drop
-        the holds of keys this commit stored as items."""
+        """As :func:`framework.workspace.holds.settle`: keep the held candidates (each
+        with the row that held it), drop the holds of keys this commit stored as items."""
         if held:
             with conn.cursor() as cur:
                 cur.executemany(
@@ -337,7 +554,7 @@ class PostgresStore(PgReader):
                             now,
                             now,
                         )
-                        for h in held
+                        for h, row_id in held
                     ],
                 )
         if stored_keys:
@@ -362,12 +579,20 @@ class PostgresStore(PgReader):
             ):
                 before[key] = itemplan.known(stored, digest, names, row_id)
         p = itemplan.plan(outcome, before, now)
-        # `complete` takes the declared value (SQLite's ?8: no such reference here)
-        inserts = [(*i, i[7]) for i in p.inserts]
-        updates, relinks = p.updates, p.relinks
+        return p.new, p.changed, p.unchanged, keys, self._write_plans(conn, [p])
+
+    def _write_plans(
+        self, conn: psycopg.Connection[Any], plans: Sequence[itemplan.ItemPlan]
+    ) -> set[str]:
+        """Write the item plans of a commit (of keys read FOR UPDATE, no key in two
+        plans); the keys inserted. A key another transaction inserted meanwhile makes
+        this one run again (:class:`RetryTransaction`), when it will find the item."""
+        # `complete` starts as the declared value (SQLite's ?8); _recompute corrects it
+        inserts = [(*i, i[7]) for p in plans for i in p.inserts]
+        updates = [u for p in plans for u in p.updates]
+        relinks = [r for p in plans for r in p.relinks]
         with conn.cursor() as cur:
             if inserts:
-                # `complete` starts as the declared value; _recompute corrects it
                 cur.executemany(
                     "INSERT INTO items (dedupe_key, source_type, source_id, data, "
                     "content_hash, first_scraped, last_scraped, declared_complete, parts, "
@@ -388,7 +613,7 @@ class PostgresStore(PgReader):
                 )
             if relinks:
                 cur.executemany("UPDATE items SET row_id = %s WHERE dedupe_key = %s", relinks)
-        return p.new, p.changed, p.unchanged, keys, {i[0] for i in inserts}
+        return {i[0] for i in inserts}
 
     def _recompute(
         self, conn: psycopg.Connection[Any], keys: Iterable[str], fresh: Iterable[str] = ()
