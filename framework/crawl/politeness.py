@@ -153,6 +153,10 @@ class RetryAfterMiddleware:
         wait = self.not_before.get(host, 0.0) - time.monotonic()
         hosts = self.shared()
         if hosts is not None:  # another worker's Retry-After holds this one too
+            if not hosts.following:
+                # asked before every request: kept between the changes the database
+                # announces, not read each time (pg_workspace.SharedHosts.follow)
+                hosts.follow()
             wait = max(wait, hosts.wait(host))
         earlier_run = request.meta.get("fw_not_before")  # epoch seconds, kept in the workspace
         if earlier_run is not None:

@@ -34,6 +34,7 @@ import json
 import os
 import socket
 import tempfile
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -291,13 +292,64 @@ class PgLocks:
         return LockHeld(f"{self.store.where}: lock {name!r} is held by {who}{more}")
 
 
+# the channel on which a moved Retry-After deadline is announced (see SharedHosts.follow)
+HOSTS_CHANNEL = "framework_hosts"
+
+
 class SharedHosts:
     """Per-host politeness every worker of the workspace shares, by the database clock:
     the ``Retry-After`` deadline (only ever moves later) and the next free request slot
-    (a rate of one request per ``interval`` seconds across all workers)."""
+    (a rate of one request per ``interval`` seconds across all workers).
+
+    A crawl asks a host's deadline before every request; :meth:`follow` makes that cost
+    no round trip: a deadline read is kept, counting down on this machine's monotonic
+    clock, until a ``NOTIFY`` on :data:`HOSTS_CHANNEL` (sent in the transaction of every
+    change of a deadline, by whichever worker) says it moved. The notification reaches
+    the listening connection as soon as the change commits, so a worker keeps a stale
+    deadline no longer than the server takes to deliver it (tens of microseconds on
+    loopback); what a cached read saves is the round trip, not the rule."""
 
     def __init__(self, store: PostgresStore) -> None:
         self.store = store
+        self.following = False
+        self._listener: psycopg.Connection[Any] | None = None
+        # host -> (seconds left when read, time.monotonic() then)
+        self._known: dict[str, tuple[float, float]] = {}
+
+    def follow(self) -> None:
+        """Keep deadlines once read, until a notification says one moved (see above)."""
+        self.following = True
+
+    def _listening(self) -> bool:
+        """Whether the kept deadlines can be trusted: the listening connection is up
+        (opened at the first call) and every notification it received is taken into
+        account (each one drops the kept deadlines)."""
+        from framework.workspace.postgres_base import _psycopg
+
+        psycopg = _psycopg()
+        conn = self._listener
+        try:
+            if conn is None:
+                conn = psycopg.connect(self.store.url, autocommit=True)
+                conn.execute(f"LISTEN {HOSTS_CHANNEL}")
+                self._listener = conn
+                self._known.clear()  # read before listening: not covered
+                return True
+            # no round trip: reads what the server already sent, without waiting
+            conn.pgconn.consume_input()
+            moved = False
+            while conn.pgconn.notifies() is not None:
+                moved = True
+            if moved:
+                self._known.clear()
+            return True
+        except psycopg.Error:
+            # no listener: read every time; the next call tries to listen again
+            self._known.clear()
+            self._listener = None
+            if conn is not None:
+                conn.close()
+            return False
 
     def defer(self, host: str, seconds: float) -> float:
         """Push ``host``'s deadline to at least now + ``seconds``; the deadline."""
@@ -312,12 +364,20 @@ class SharedHosts:
                 {"h": host, "s": seconds},
             ).fetchone()
             assert got is not None
+            conn.execute("SELECT pg_notify(%s, %s)", (HOSTS_CHANNEL, host))  # on commit
             return float(got[0])
 
-        return self.store._run(work)
+        until = self.store._run(work)
+        self._known.pop(host, None)
+        return until
 
     def wait(self, host: str) -> float:
         """Seconds before ``host`` may be called again (0: now)."""
+        if self.following and self._listening():
+            kept = self._known.get(host)
+            if kept is not None:
+                left, then = kept
+                return max(0.0, left - (time.monotonic() - then))
         got = (
             self.store._conn()
             .execute(
@@ -327,7 +387,11 @@ class SharedHosts:
             )
             .fetchone()
         )
-        return max(0.0, float(got[0])) if got else 0.0
+        left = max(0.0, float(got[0])) if got else 0.0
+        if self.following and self._listener is not None:
+            # counted from after the read: the kept deadline errs on the late side
+            self._known[host] = (left, time.monotonic())
+        return left
 
     def reserve(self, host: str, interval: float) -> float:
         """Take ``host``'s next request slot (``interval`` seconds after the one before,
@@ -360,7 +424,19 @@ class SharedHosts:
         }
 
     def clear(self) -> None:
-        self.store._run(lambda conn: conn.execute("UPDATE host_politeness SET not_before = 0"))
+        def work(conn: psycopg.Connection[Any]) -> None:
+            conn.execute("UPDATE host_politeness SET not_before = 0")
+            conn.execute("SELECT pg_notify(%s, '')", (HOSTS_CHANNEL,))
+
+        self.store._run(work)
+        self._known.clear()
+
+    def close(self) -> None:
+        """Stop listening (the store's own connections are the store's to close)."""
+        conn, self._listener = self._listener, None
+        self._known.clear()
+        if conn is not None:
+            conn.close()
 
 
 def local_folder(url: str) -> Path:
@@ -410,6 +486,11 @@ class PgWorkspace(Workspace):
     @property
     def is_database(self) -> bool:
         return True
+
+    def close(self) -> None:
+        if self.hosts is not None:
+            self.hosts.close()
+        super().close()
 
     @contextmanager
     def lock(self, name: str, *, shared: bool = False) -> Iterator[dict[str, Any]]:
