@@ -139,10 +139,14 @@ class PgLog(JsonlLog):
             )
         if not rows:
             return
-        with self.store._tx() as conn, conn.cursor() as cur:
-            cur.executemany(
-                "INSERT INTO log_lines (log, worker, time, record) VALUES (%s, %s, %s, %s)", rows
-            )
+        if self.store.readonly:
+            raise WorkspaceError(f"{self.store.where}: opened read-only")
+        # one statement, so one round trip and all or none without a transaction
+        self.store._conn().execute(
+            "INSERT INTO log_lines (log, worker, time, record) "
+            "SELECT %s, * FROM unnest(%s::text[], %s::text[], %s::text[])",
+            (self.name, [r[1] for r in rows], [r[2] for r in rows], [r[3] for r in rows]),
+        )
 
     def _write(self, data: bytes) -> None:  # pragma: no cover - append* do not call it
         raise AssertionError("PgLog writes rows, not bytes")

@@ -591,17 +591,19 @@ class PostgresStore(PgReader):
         inserts = [(*i, i[7]) for p in plans for i in p.inserts]
         updates = [u for p in plans for u in p.updates]
         relinks = [r for p in plans for r in p.relinks]
+        if inserts:
+            got = conn.execute(
+                "INSERT INTO items (dedupe_key, source_type, source_id, data, "
+                "content_hash, first_scraped, last_scraped, declared_complete, parts, "
+                "row_id, complete) SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], "
+                "%s::text[], %s::text[], %s::text[], %s::text[], %s::smallint[], %s::text[], "
+                "%s::bigint[], %s::smallint[]) ON CONFLICT (dedupe_key) DO NOTHING "
+                "RETURNING 1",
+                [list(column) for column in zip(*inserts, strict=True)],
+            ).fetchall()
+            if len(got) != len(inserts):
+                raise RetryTransaction  # another commit inserted one of these keys
         with conn.cursor() as cur:
-            if inserts:
-                cur.executemany(
-                    "INSERT INTO items (dedupe_key, source_type, source_id, data, "
-                    "content_hash, first_scraped, last_scraped, declared_complete, parts, "
-                    "row_id, complete) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) "
-                    "ON CONFLICT (dedupe_key) DO NOTHING",
-                    inserts,
-                )
-                if cur.rowcount != len(inserts):  # psycopg sums executemany's rowcounts
-                    raise RetryTransaction  # another commit inserted one of these keys
             if updates:
                 cur.executemany(
                     "UPDATE items SET data = %s, content_hash = %s, last_scraped = %s, "
