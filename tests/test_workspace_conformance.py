@@ -225,6 +225,57 @@ def test_commit_records_attempts_and_typed_errors(store: Any) -> None:
     assert len(store.attempts(row.id)) == 3
 
 
+def test_a_reparse_group_writes_only_what_changed(backend: Backend) -> None:
+    """A group of re-extracted pages: an unchanged page, a changed one, one that now
+    finds a new row, one whose row had failed, and two pages of one item. Each result is
+    what committing them one by one gives; on SQLite the unchanged page's row is not
+    even touched (its pages are read without any write: the reparse's fast path)."""
+    store = backend.open()
+    rows = store.seed([NewRow("detail", f"http://site/r{i}") for i in range(6)])
+    a, b, c, d, e, f = rows
+    for row in (a, b, c, e, f):
+        key = "t:ef" if row in (e, f) else f"t:{row.id}"
+        item = ItemWrite(key, "t", key[2:], {"v": row.id})
+        store.commit(Outcome(row.id, ok=True, http_status=200, items=[item]))
+    store.commit(Outcome(d.id, ok=False, http_status=200, error_kind=ErrorKind.PARSE))
+    before = {r.id: r for r in store.iter_rows()}
+    time.sleep(0.01)  # so that a row written now has another updated_at
+
+    def again(row: Any, key: str, value: Any, **more: Any) -> Outcome:
+        item = ItemWrite(key, "t", key[2:], {"v": value})
+        return Outcome(row.id, ok=True, http_status=200, reparse=True, items=[item], **more)
+
+    found = [NewRow("detail", "http://site/found")]
+    got = store.commit_many(
+        [
+            again(a, f"t:{a.id}", a.id),
+            again(b, f"t:{b.id}", "new"),
+            again(c, f"t:{c.id}", c.id, new_rows=found),
+            again(d, f"t:{d.id}", d.id),
+            again(e, "t:ef", e.id),
+            again(f, "t:ef", f.id),
+        ]
+    )
+    assert [
+        (r.status, r.attempt, r.items_new, r.items_changed, r.items_unchanged) for r in got
+    ] == [
+        (RowStatus.OK, 1, 0, 0, 1),  # unchanged
+        (RowStatus.OK, 1, 0, 1, 0),  # changed
+        (RowStatus.OK, 1, 0, 0, 1),  # unchanged item, and a row found
+        (RowStatus.OK, 1, 1, 0, 0),  # was an error: ok now, its item new
+        (RowStatus.OK, 1, 0, 1, 0),  # t:ef written by e, as stored before: f's value...
+        (RowStatus.OK, 1, 0, 1, 0),  # ...then f's, which reads e's: both are changes
+    ]
+    assert [r.url for r in got[2].inserted] == ["http://site/found"]
+    assert store.get_item(f"t:{b.id}").data == {"v": "new"}
+    assert store.get_item("t:ef").data == {"v": f.id}
+    assert store.get_row(d.id).status is RowStatus.OK
+    assert len(list(store.iter_items(complete_only=False))) == 5
+    if backend.name == "sqlite":
+        assert store.get_row(a.id).updated_at == before[a.id].updated_at  # not touched
+        assert store.get_row(b.id).updated_at != before[b.id].updated_at
+
+
 # items ----------------------------------------------------------------------------------
 
 

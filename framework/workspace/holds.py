@@ -81,6 +81,11 @@ def _exists(conn: sqlite3.Connection) -> bool:
     )
 
 
+def any_held(conn: sqlite3.Connection) -> bool:
+    """Whether the workspace holds any candidate at all (no table: none)."""
+    return _exists(conn) and conn.execute("SELECT 1 FROM holds LIMIT 1").fetchone() is not None
+
+
 def settle(
     conn: sqlite3.Connection,
     holds: Sequence[HoldWrite],
