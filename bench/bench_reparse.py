@@ -4,12 +4,20 @@ Starts the demo site (``python -m framework.demo.site --cases N --no-edge-cases`
 then, round by round (alternating, so drift on a shared machine hits every variant
 alike), with the job bench/specs/bench.yaml:
 
-* ``crawl-store``    ``framework crawl`` into a fresh workspace, responses stored (default)
+* ``crawl-broken``   ``framework crawl`` into a fresh workspace with responses stored, with
+  the job's ``court`` selector broken (it matches nothing: every record lacks the
+  field): the pages a selector fix has to reach
+* ``crawl-store``    ``framework crawl`` of the fixed job into a fresh workspace,
+  responses stored (the default): the fresh crawl a reparse saves
 * ``crawl-nostore``  the same with ``-s FRAMEWORK_STORE_RESPONSES=False``
-* ``reparse``        ``framework reparse`` of the workspace ``crawl-store`` just filled:
-  the same pages, the same spec, no request (the site's counter must stay at 0), with
-  its default ``--processes auto`` (the parse in one worker per idle core, one writer)
-* ``reparse-1``      the same with ``--processes 1`` (everything in one process)
+* ``reparse``        ``framework reparse`` with the fixed job, of a copy of the workspace
+  ``crawl-broken`` filled: the same pages, no request (the site's counter must stay at
+  0), with its default ``--processes auto`` (the parse in one worker per idle core,
+  one writer)
+* ``reparse-1``      the same on another copy, with ``--processes 1`` (one process)
+
+Every reparse must change every detail item (each gains its ``court``) and nothing
+else, and leave the items equal, field by field, to those of ``crawl-store``.
 
 Reported: median wall and CPU seconds (user+system of the child and its workers:
 more robust to a loaded machine than wall time), the machine's load average around each
@@ -45,7 +53,10 @@ sys.path.insert(0, str(ROOT / "bench"))
 from bench_spider import SAME, SPEC, Site, setting_args  # noqa: E402
 
 CLI = [sys.executable, "-c", "import sys; from framework.cli import main; sys.exit(main())"]
-VARIANTS = ("crawl-store", "crawl-nostore", "reparse", "reparse-1")
+VARIANTS = ("crawl-broken", "crawl-store", "crawl-nostore", "reparse", "reparse-1")
+# the fix the reparse applies: a selector that matched nothing, corrected
+FIXED = 'court: ".court::text"'
+BROKEN = 'court: ".court-name::text"'
 
 
 @dataclass
@@ -59,22 +70,29 @@ class Run:
     load: float  # the 1-minute load average at the end of the run
 
 
-def run_once(variant: str, site: Site, work: Path, n: int, last_store: Path | None) -> Run:
+def run_once(variant: str, site: Site, work: Path, n: int, broken: Path | None) -> Run:
     project = work / "project"
     job = project / "projects" / "bench" / "job.yaml"
+    broken_job = project / "broken.yaml"  # the same job (name, keys), one selector wrong
     if not job.exists():
         job.parent.mkdir(parents=True)
-        job.write_text(SPEC.read_text().replace("{base}", site.url))
+        text = SPEC.read_text().replace("{base}", site.url)
+        if FIXED not in text:
+            raise SystemExit(f"{SPEC} no longer has {FIXED!r}: update the bench's fix")
+        job.write_text(text)
+        broken_job.write_text(text.replace(FIXED, BROKEN))
     env = {**os.environ, "FRAMEWORK_HOME": str(project)}
     if variant.startswith("reparse"):
-        assert last_store is not None
-        workspace = last_store
+        assert broken is not None
+        workspace = work / f"{variant}-{n}"
+        shutil.copytree(broken, workspace)  # each reparse fixes pages of its own
         argv = [*CLI, "reparse", "bench", "--workspace", str(workspace), "-q"]
         if variant == "reparse-1":
             argv += ["--processes", "1"]
     else:
         workspace = work / f"{variant}-{n}"
-        argv = [*CLI, "crawl", "bench", "--workspace", str(workspace), "-q"]
+        spec = str(broken_job) if variant == "crawl-broken" else "bench"
+        argv = [*CLI, "crawl", spec, "--workspace", str(workspace), "-q"]
         argv += setting_args({k: v for k, v in SAME.items() if k != "LOG_LEVEL"})
         if variant == "crawl-nostore":
             argv += ["-s", "FRAMEWORK_STORE_RESPONSES=False"]
@@ -88,6 +106,12 @@ def run_once(variant: str, site: Site, work: Path, n: int, last_store: Path | No
     cpu = (child1.ru_utime - child0.ru_utime) + (child1.ru_stime - child0.ru_stime)
     load = os.getloadavg()[0]
     return Run(variant, wall, cpu, site.served(), proc.returncode, workspace, load)
+
+
+def items(workspace: Path) -> dict[str, dict]:
+    """Every stored item's data, by dedupe key."""
+    with sqlite3.connect(workspace / "state.sqlite") as conn:
+        return {k: json.loads(d) for k, d in conn.execute("SELECT dedupe_key, data FROM items")}
 
 
 def last_event(workspace: Path, name: str) -> dict:
@@ -126,12 +150,12 @@ def main() -> None:
     checks: list[str] = []
     try:
         for n in range(args.rounds):
-            stored: Path | None = None
+            broken: Path | None = None
             for variant in VARIANTS:
-                run = run_once(variant, site, work, n, stored)
+                run = run_once(variant, site, work, n, broken)
                 runs[variant].append(run)
-                if variant == "crawl-store":
-                    stored = run.workspace
+                if variant == "crawl-broken":
+                    broken = run.workspace
                 extra = ""
                 if variant.startswith("reparse"):
                     done = last_event(run.workspace, "reparse_finished").get("counts", {})
@@ -142,15 +166,15 @@ def main() -> None:
                         f" new={done.get('items_new')} cpu_writer={split.get('writer')}"
                         f" cpu_workers={split.get('workers')}"
                     )
+                    fresh = items(runs["crawl-store"][-1].workspace)
                     if (
                         run.served
                         or done.get("pages") != crawled.get("ok")
-                        or any(
-                            done.get(k)
-                            for k in ("items_changed", "items_new", "rows_new", "errors")
-                        )
+                        or done.get("items_changed") != args.cases
+                        or any(done.get(k) for k in ("items_new", "rows_new", "errors"))
+                        or items(run.workspace) != fresh
                     ):
-                        checks.append(f"round {n + 1}: reparse not equivalent: {done}")
+                        checks.append(f"round {n + 1}: {variant} not equivalent: {done}")
                 print(
                     f"round {n + 1} {run.variant:<14} {run.wall:7.2f}s cpu={run.cpu:6.2f}s "
                     f"served={run.served} exit={run.exit_code} load={run.load:.1f}{extra}",
@@ -186,7 +210,7 @@ def main() -> None:
             f"| {failed} | {min(loads):.1f}-{max(loads):.1f} |"
         )
     print()
-    store, nostore, reparse, reparse1 = (runs[v] for v in VARIANTS)
+    _, store, nostore, reparse, reparse1 = (runs[v] for v in VARIANTS)
     paired_wall = statistics.median(c.wall / r.wall for c, r in zip(store, reparse, strict=True))
     paired_cpu = statistics.median(c.cpu / r.cpu for c, r in zip(store, reparse, strict=True))
     one_wall = statistics.median(c.wall / r.wall for c, r in zip(store, reparse1, strict=True))
@@ -213,7 +237,9 @@ def main() -> None:
         + (
             "; ".join(checks)
             if checks
-            else "every reparse fetched nothing, read every stored page and changed no item"
+            else "every reparse fetched nothing, read every stored page, changed every "
+            "detail item (its court added) and nothing else, and left the items equal to "
+            "the fresh crawl's"
         )
     )
     if args.keep:
