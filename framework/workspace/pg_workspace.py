@@ -144,7 +144,7 @@ class PgLog(JsonlLog):
         # one statement, so one round trip and all or none without a transaction
         self.store._conn().execute(
             "INSERT INTO log_lines (log, worker, time, record) "
-            "SELECT %s, * FROM unnest(%s::text[], %s::text[], %s::text[])",
+            "SELECT %s, * FROM unnest(%b::text[], %b::text[], %b::text[])",
             (self.name, [r[1] for r in rows], [r[2] for r in rows], [r[3] for r in rows]),
         )
 

@@ -66,7 +66,14 @@ _INSERT_COLS = (
     "item_key, required, created_at, updated_at"
 )
 _N_INSERT = _INSERT_COLS.count(",") + 1
-_ROW_VALUES = "(" + ", ".join(["%s"] * _N_INSERT) + ")"
+# rows in the order given (ids grow in it), those whose fingerprint exists left out
+_INSERT_FOUND = (
+    f"INSERT INTO rows ({_INSERT_COLS}) SELECT {_INSERT_COLS} FROM unnest("
+    "%b::text[], %b::text[], %b::text[], %b::text[], %b::text[], %b::text[], %b::bigint[], "
+    "%b::text[], %b::text[], %b::text[], %b::smallint[], %b::text[], %b::text[]) "
+    f"WITH ORDINALITY AS v({_INSERT_COLS}, o) ORDER BY o "
+    "ON CONFLICT (fingerprint) DO NOTHING RETURNING id, fingerprint"
+)
 
 # The completeness rule (docs/workspace.md), the same expression as SQLite's
 # (framework/workspace/sqlite_base.py _COMPLETE_EXPR): the item's own row is ok, every
@@ -105,9 +112,9 @@ _GROUP_UPDATE = (
     "last_http_status = v.http, updated_at = %(now)s, "
     "lease_owner = CASE WHEN v.ok THEN NULL ELSE rows.lease_owner END, "
     "lease_expires_at = CASE WHEN v.ok THEN NULL ELSE rows.lease_expires_at END "
-    "FROM unnest(%(ids)s::bigint[], %(status)s::text[], %(spent)s::int[], "
-    "%(retryable)s::smallint[], %(kind)s::text[], %(ok)s::bool[], %(detail)s::text[], "
-    "%(http)s::int[], %(token)s::bigint[]) "
+    "FROM unnest(%(ids)b::bigint[], %(status)b::text[], %(spent)b::int[], "
+    "%(retryable)b::smallint[], %(kind)b::text[], %(ok)b::bool[], %(detail)b::text[], "
+    "%(http)b::int[], %(token)b::bigint[]) "
     "AS v(id, status, spent, retryable, kind, ok, detail, http, token) "
     "WHERE rows.id = v.id AND (v.token IS NULL OR rows.lease_token = v.token) "
     "RETURNING rows.id, rows.attempts, rows.item_key"
@@ -179,7 +186,7 @@ class PostgresStore(PgReader):
         included), in id order."""
         inserted: dict[int, list[Row]] = {}
         for chunk in _chunks(found, CHUNK):
-            params: list[Any] = []
+            columns: list[list[Any]] = [[] for _ in range(_N_INSERT)]
             by_fp: dict[str, tuple[int, NewRow, str, int | None]] = {}
             for page, parent, new in chunk:
                 ctx = dict(new.context)
@@ -188,7 +195,7 @@ class PostgresStore(PgReader):
                 ctx_text = canonical_json(ctx) if ctx else "{}"
                 parent_id = new.parent_id if new.parent_id is not None else parent
                 by_fp.setdefault(fp, (page, new, ctx_text, parent_id))
-                params += [
+                values = (
                     fp,
                     new.kind,
                     new.url,
@@ -202,13 +209,11 @@ class PostgresStore(PgReader):
                     1 if item_key is not None and ctx.get("required", True) else 0,
                     now,
                     now,
-                ]
-            values = ",".join([_ROW_VALUES] * len(chunk))
-            got = conn.execute(
-                f"INSERT INTO rows ({_INSERT_COLS}) VALUES {values} "
-                "ON CONFLICT (fingerprint) DO NOTHING RETURNING id, fingerprint",
-                params,
-            ).fetchall()
+                )
+                for column, value in zip(columns, values, strict=True):
+                    column.append(value)
+            # one query text whatever the number of rows (psycopg parses each new text)
+            got = conn.execute(_INSERT_FOUND, columns).fetchall()
             for row_id, fp in got:
                 page, new, ctx_text, parent_id = by_fp[fp]
                 inserted.setdefault(page, []).append(
@@ -477,8 +482,8 @@ class PostgresStore(PgReader):
             "INSERT INTO attempts (row_id, n, attempt, time, outcome, http_status, "
             "error_kind, error) SELECT v.id, (SELECT coalesce(max(a.n), 0) + 1 FROM attempts a "
             "WHERE a.row_id = v.id), v.attempt, %s, v.outcome, v.http, v.kind, v.detail "
-            "FROM unnest(%s::bigint[], %s::int[], %s::text[], %s::int[], %s::text[], "
-            "%s::text[]) WITH ORDINALITY AS v(id, attempt, outcome, http, kind, detail, o) "
+            "FROM unnest(%b::bigint[], %b::int[], %b::text[], %b::int[], %b::text[], "
+            "%b::text[]) WITH ORDINALITY AS v(id, attempt, outcome, http, kind, detail, o) "
             "ORDER BY v.o RETURNING row_id, n",
             (
                 now,
@@ -505,8 +510,8 @@ class PostgresStore(PgReader):
         conn.execute(
             "INSERT INTO responses (row_id, url, final_url, status, content_type, codec, "
             "body, size, stored_at) SELECT v.id, v.url, v.final_url, v.status, v.ct, 'zlib', "
-            "v.body, length(v.body), %s FROM unnest(%s::bigint[], %s::text[], %s::text[], "
-            "%s::int[], %s::text[], %s::bytea[]) AS v(id, url, final_url, status, ct, body) "
+            "v.body, length(v.body), %s FROM unnest(%b::bigint[], %b::text[], %b::text[], "
+            "%b::int[], %b::text[], %b::bytea[]) AS v(id, url, final_url, status, ct, body) "
             "ON CONFLICT (row_id) DO UPDATE SET url = excluded.url, "
             "final_url = excluded.final_url, status = excluded.status, "
             "content_type = excluded.content_type, codec = excluded.codec, "
@@ -595,9 +600,9 @@ class PostgresStore(PgReader):
             got = conn.execute(
                 "INSERT INTO items (dedupe_key, source_type, source_id, data, "
                 "content_hash, first_scraped, last_scraped, declared_complete, parts, "
-                "row_id, complete) SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], "
-                "%s::text[], %s::text[], %s::text[], %s::text[], %s::smallint[], %s::text[], "
-                "%s::bigint[], %s::smallint[]) ON CONFLICT (dedupe_key) DO NOTHING "
+                "row_id, complete) SELECT * FROM unnest(%b::text[], %b::text[], %b::text[], "
+                "%b::text[], %b::text[], %b::text[], %b::text[], %b::smallint[], %b::text[], "
+                "%b::bigint[], %b::smallint[]) ON CONFLICT (dedupe_key) DO NOTHING "
                 "RETURNING 1",
                 [list(column) for column in zip(*inserts, strict=True)],
             ).fetchall()
