@@ -1008,16 +1008,19 @@ class CrawlRuntime:
         return Handled()
 
     def _adopt(self, inserted: Sequence[Row]) -> list[Row]:
-        """Of the rows a claiming worker just found, those it leases (as many as it has
-        room for, still free): the only ones it schedules; the rest are anyone's."""
+        """Of the rows a claiming worker just found, those it leases (the next pages of
+        the chain, and as many others as it has room for, still free): the only ones it
+        schedules; the rest are anyone's."""
         assert self.leases is not None
-        room = self._room()
-        if room <= 0 or not inserted:
+        # a next page (its kind paginates) always, even with no room: the one row that
+        # leads to more work, sent now (the spider gives it the first place) rather than
+        # left to be claimed behind the rows found before it (docs/benchmarks.md,
+        # "Several processes"); then as many others as there is room for
+        chain = [r for r in inserted if r.kind in self._chain_kinds]
+        rest = [r for r in inserted if r.kind not in self._chain_kinds]
+        took = chain + rest[: max(0, self._room() - len(chain))]
+        if not took:
             return []
-        # a next page (its kind paginates) first: the one row that leads to more work,
-        # sent now rather than left to be claimed behind the rows found before it
-        # (docs/benchmarks.md, "Several processes")
-        took = sorted(inserted, key=lambda r: r.kind not in self._chain_kinds)[:room]
         got = self.leases.claim_ids([r.id for r in took])
         return [r for r in took if r.id in got]
 
