@@ -18,8 +18,11 @@ pytestmark = pytest.mark.postgres
 
 
 def test_a_followed_deadline_is_kept_until_the_database_says_it_moved(
-    make_workspace_backend: Callable[[str], Backend],
+    make_workspace_backend: Callable[[str], Backend], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from framework.workspace import pg_workspace
+
+    monkeypatch.setattr(pg_workspace, "KEEP_SECONDS", 3600.0)  # only notifications count
     pg_url = make_workspace_backend("postgres").where
     with Workspace.open(pg_url) as ws, Workspace.open(pg_url) as other:
         assert ws.hosts is not None
@@ -49,3 +52,24 @@ def test_a_followed_deadline_is_kept_until_the_database_says_it_moved(
                 break
             time.sleep(0.01)
         assert other.hosts.wait("f:1") == 0.0
+
+
+def test_a_kept_deadline_is_read_again_when_no_notification_comes(
+    make_workspace_backend: Callable[[str], Backend], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from framework.workspace import pg_workspace
+
+    pg_url = make_workspace_backend("postgres").where
+    monkeypatch.setattr(pg_workspace, "KEEP_SECONDS", 3600.0)
+    with Workspace.open(pg_url) as ws:
+        assert ws.hosts is not None
+        ws.hosts.follow()
+        assert ws.hosts.wait("g:1") == 0.0
+        # a change that announces nothing (as behind a pooler that drops LISTEN)
+        ws.store._conn().execute(
+            "INSERT INTO host_politeness (host, not_before) "
+            "VALUES ('g:1', extract(epoch FROM clock_timestamp()) + 30)"
+        )
+        assert ws.hosts.wait("g:1") == 0.0  # kept, within KEEP_SECONDS
+        monkeypatch.setattr(pg_workspace, "KEEP_SECONDS", 0.0)
+        assert 25.0 < ws.hosts.wait("g:1") <= 30.0

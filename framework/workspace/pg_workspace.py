@@ -298,6 +298,10 @@ class PgLocks:
 
 # the channel on which a moved Retry-After deadline is announced (see SharedHosts.follow)
 HOSTS_CHANNEL = "framework_hosts"
+# a followed deadline is read again after this long even without a notification: the
+# bound of its staleness where notifications do not arrive (a pooler in transaction
+# mode forwards no LISTEN), one query per host and second otherwise
+KEEP_SECONDS = 1.0
 
 
 class SharedHosts:
@@ -311,7 +315,8 @@ class SharedHosts:
     change of a deadline, by whichever worker) says it moved. The notification reaches
     the listening connection as soon as the change commits, so a worker keeps a stale
     deadline no longer than the server takes to deliver it (tens of microseconds on
-    loopback); what a cached read saves is the round trip, not the rule."""
+    loopback), and never longer than :data:`KEEP_SECONDS` (if notifications are lost);
+    what a kept deadline saves is the round trip, not the rule."""
 
     def __init__(self, store: PostgresStore) -> None:
         self.store = store
@@ -379,7 +384,7 @@ class SharedHosts:
         """Seconds before ``host`` may be called again (0: now)."""
         if self.following and self._listening():
             kept = self._known.get(host)
-            if kept is not None:
+            if kept is not None and time.monotonic() - kept[1] < KEEP_SECONDS:
                 left, then = kept
                 return max(0.0, left - (time.monotonic() - then))
         got = (
