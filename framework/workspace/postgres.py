@@ -104,20 +104,39 @@ _OUTCOME_UPDATE = (
 
 
 # The same for a whole group, the fence compared row by row: the rows whose token changed
-# do not come back (refused), the others are written.
-_GROUP_UPDATE = (
-    "UPDATE rows SET status = v.status, attempts = rows.attempts + v.spent, "
+# do not come back (refused), the others are written, and in the same statement (one
+# round trip) the attempts and the stored bodies of those rows only: a refused outcome
+# writes nothing. The attempt's number in its row's history comes from the rows' own
+# history (each row once in a group, locked by the UPDATE).
+_GROUP_WRITE = (
+    "WITH v AS (SELECT * FROM unnest(%(ids)b::bigint[], %(status)b::text[], "
+    "%(spent)b::int[], %(retryable)b::smallint[], %(kind)b::text[], %(ok)b::bool[], "
+    "%(detail)b::text[], %(http)b::int[], %(token)b::bigint[], %(logged)b::bool[]) "
+    "WITH ORDINALITY AS v(id, status, spent, retryable, kind, ok, detail, http, token, "
+    "logged, o)), "
+    "upd AS (UPDATE rows SET status = v.status, attempts = rows.attempts + v.spent, "
     "retryable = v.retryable, last_error_kind = coalesce(v.kind, rows.last_error_kind), "
     "last_error = CASE WHEN v.ok THEN rows.last_error ELSE v.detail END, "
     "last_http_status = v.http, updated_at = %(now)s, "
     "lease_owner = CASE WHEN v.ok THEN NULL ELSE rows.lease_owner END, "
     "lease_expires_at = CASE WHEN v.ok THEN NULL ELSE rows.lease_expires_at END "
-    "FROM unnest(%(ids)b::bigint[], %(status)b::text[], %(spent)b::int[], "
-    "%(retryable)b::smallint[], %(kind)b::text[], %(ok)b::bool[], %(detail)b::text[], "
-    "%(http)b::int[], %(token)b::bigint[]) "
-    "AS v(id, status, spent, retryable, kind, ok, detail, http, token) "
-    "WHERE rows.id = v.id AND (v.token IS NULL OR rows.lease_token = v.token) "
-    "RETURNING rows.id, rows.attempts, rows.item_key"
+    "FROM v WHERE rows.id = v.id AND (v.token IS NULL OR rows.lease_token = v.token) "
+    "RETURNING rows.id, rows.attempts, rows.item_key), "
+    "att AS (INSERT INTO attempts (row_id, n, attempt, time, outcome, http_status, "
+    "error_kind, error) SELECT v.id, (SELECT coalesce(max(a.n), 0) + 1 FROM attempts a "
+    "WHERE a.row_id = v.id), upd.attempts, %(now)s, v.status, v.http, v.kind, v.detail "
+    "FROM v JOIN upd ON upd.id = v.id WHERE v.logged ORDER BY v.o RETURNING row_id, n), "
+    "body AS (INSERT INTO responses (row_id, url, final_url, status, content_type, codec, "
+    "body, size, stored_at) SELECT r.id, r.url, r.final_url, r.status, r.ct, 'zlib', "
+    "r.body, length(r.body), %(now)s FROM unnest(%(r_ids)b::bigint[], %(r_url)b::text[], "
+    "%(r_final)b::text[], %(r_status)b::int[], %(r_ct)b::text[], %(r_body)b::bytea[]) "
+    "AS r(id, url, final_url, status, ct, body) JOIN upd ON upd.id = r.id "
+    "ON CONFLICT (row_id) DO UPDATE SET url = excluded.url, "
+    "final_url = excluded.final_url, status = excluded.status, "
+    "content_type = excluded.content_type, codec = excluded.codec, "
+    "body = excluded.body, size = excluded.size, stored_at = excluded.stored_at) "
+    "SELECT upd.id, upd.attempts, upd.item_key, att.n FROM upd "
+    "LEFT JOIN att ON att.row_id = upd.id"
 )
 
 # an outcome's row status, error kind, whether it may be retried, and its error detail
@@ -290,22 +309,33 @@ class PostgresStore(PgReader):
         them one by one) when two accepted outcomes share an item key found only in the
         database (a row's own item, the items a retried row wrote before)."""
         marks = [_outcome_marks(o) for o in outcomes]
+        bodies = [(o.row_id, o.response) for o in outcomes if o.response is not None]
+        # as SqliteStore: zlib level 1, paid on every page
+        packed = {row_id: zlib.compress(r.body, 1) for row_id, r in bodies}
         got = conn.execute(
-            _GROUP_UPDATE,
+            _GROUP_WRITE,
             {
                 "ids": [o.row_id for o in outcomes],
                 "status": [m[0].value for m in marks],
-                "spent": [0 if o.reparse else 1 for o in outcomes],
+                "spent": [0 if o.reparse else 1 for o in outcomes],  # reparse: no request
                 "retryable": [int(m[2]) for m in marks],
                 "kind": [m[1].value if m[1] else None for m in marks],
                 "ok": [o.ok for o in outcomes],
                 "detail": [m[3] for m in marks],
                 "http": [o.http_status for o in outcomes],
                 "token": [o.lease_token for o in outcomes],
+                "logged": [not o.reparse for o in outcomes],
+                "r_ids": [row_id for row_id, _ in bodies],
+                "r_url": [r.url for _, r in bodies],
+                "r_final": [r.final_url for _, r in bodies],
+                "r_status": [r.status for _, r in bodies],
+                "r_ct": [r.content_type for _, r in bodies],
+                "r_body": [packed[row_id] for row_id, _ in bodies],
                 "now": now,
             },
         ).fetchall()
-        done = {int(row_id): (int(attempts), own) for row_id, attempts, own in got}
+        done = {int(row_id): (int(attempts), own) for row_id, attempts, own, _ in got}
+        history = {int(row_id): int(n) for row_id, _, _, n in got if n is not None}
         missing = [o for o in outcomes if o.row_id not in done]
         if missing:
             exist = {
@@ -325,16 +355,6 @@ class PostgresStore(PgReader):
                 keys[i].add(str(own))
         if _overlap([keys[i] for i in taken], [outcomes[i] for i in taken]):
             raise _OneByOne
-        stored = self._write_responses(conn, [outcomes[i] for i in taken], now)
-        history = self._write_attempts(
-            conn,
-            [
-                (outcomes[i], marks[i], done[outcomes[i].row_id][0])
-                for i in taken
-                if not outcomes[i].reparse
-            ],
-            now,
-        )
         found = self._insert_found(
             conn, [(i, outcomes[i].row_id, r) for i in taken for r in outcomes[i].new_rows], now
         )
@@ -398,7 +418,7 @@ class PostgresStore(PgReader):
                 changed=p.changed,
                 items_unchanged=p.unchanged,
                 completed=sorted(completed[i]),
-                response_bytes=stored.get(o.row_id, 0),
+                response_bytes=len(packed[o.row_id]) if o.row_id in packed else 0,
             )
         return results
 
