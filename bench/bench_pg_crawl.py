@@ -292,7 +292,7 @@ def cpu_bench(args: argparse.Namespace, work: Path, schemas: list[str]) -> None:
                 else:
                     schemas.append(make_schema(args.pg, "pg"))
                     where, base = schema_url(args.pg, schemas[-1]), args.pg
-                argv = [*FRAMEWORK, "crawl", str(job), "--workspace", where, "-q"]
+                argv = [*FRAMEWORK, "crawl", str(job), "--workspace", where, "-q", *args.extra]
                 run = crawl(variant, [argv], site, work, n, where, base)
                 runs[variant].append(run)
                 show(run, n)
@@ -396,7 +396,7 @@ def main() -> None:
     parser.add_argument("--delay", type=float, default=0.05, help="scale: seconds per answer")
     parser.add_argument("--workers", default="1,2,4", help="scale: worker counts")
     parser.add_argument("--keep", action="store_true", help="keep the work folder and schemas")
-    parser.add_argument("extra", nargs="*", help="scale: more crawl arguments (after --)")
+    parser.add_argument("extra", nargs="*", help="more crawl arguments for every crawl (after --)")
     args = parser.parse_args()
     print(
         "command: .venv/bin/python bench/bench_pg_crawl.py "
