@@ -54,16 +54,26 @@ def known(stored: str, digest: str, names: str | None, row_id: int | None) -> di
     }
 
 
-def plan(outcome: Outcome, before: dict[str, dict[str, Any]], now: str) -> ItemPlan:
+# A store may plan one outcome twice in one commit (SqliteStore: first to see whether it
+# writes anything at all): the canonical text and hash of an item's own data, by the
+# identity of that data, so that the second plan does not serialise and hash it again.
+Digests = dict[int, tuple[str, str]]
+
+
+def plan(
+    outcome: Outcome, before: dict[str, dict[str, Any]], now: str, digests: Digests | None = None
+) -> ItemPlan:
     """The writes of ``outcome``'s items and parts, given the stored state of their keys
-    (``before``: key -> :func:`known`, absent keys are new)."""
+    (``before``: key -> :func:`known`, absent keys are new). ``digests``: see above."""
     state: dict[str, dict[str, Any]] = {}  # the state after this commit, per key
     for w in outcome.items:
         old = state.get(w.dedupe_key) or before.get(w.dedupe_key)
         data = dict(w.data)
         parts: list[str] = list(old["parts"]) if old else []
+        alone = True  # the data is the page's alone (no stored sub-tab value carried in)
         if old and parts:
             keep_parts(data, old["obj"] if "obj" in old else json.loads(old["data"]), parts)
+            alone = False
         state[w.dedupe_key] = {
             "obj": data,
             "parts": parts,
@@ -71,6 +81,7 @@ def plan(outcome: Outcome, before: dict[str, dict[str, Any]], now: str) -> ItemP
             "source_id": w.source_id,
             "declared": w.complete,
             "row_id": outcome.row_id,
+            "own": w.data if alone else None,
         }
     for p in outcome.parts:
         old = state.get(p.dedupe_key)
@@ -86,13 +97,21 @@ def plan(outcome: Outcome, before: dict[str, dict[str, Any]], now: str) -> ItemP
                 "row_id": prior["row_id"],
             }
         old["obj"][p.name] = p.value
+        old["own"] = None
         if p.name not in old["parts"]:
             old["parts"].append(p.name)
     out = ItemPlan()
     for key, st in state.items():
-        text = canonical_json(st["obj"])
-        # == content_hash(st["obj"]), without serialising the data a second time
-        digest = "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
+        own = st.get("own")
+        known = digests.get(id(own)) if digests is not None and own is not None else None
+        if known is not None:
+            text, digest = known
+        else:
+            text = canonical_json(st["obj"])
+            # == content_hash(st["obj"]), without serialising the data a second time
+            digest = "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
+            if digests is not None and own is not None:
+                digests[id(own)] = (text, digest)
         parts_text = canonical_json(sorted(st["parts"])) if st["parts"] else None
         prior = before.get(key)
         if prior is None:

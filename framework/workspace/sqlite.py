@@ -154,9 +154,10 @@ class SqliteStore(SqliteReader):
         now = self._clock()
         conn = self._conn()
         with self._tx(conn):
-            same = self._unchanged_reparses(conn, outcomes, now)
+            digests: itemplan.Digests = {}  # items hashed once in this commit
+            same = self._unchanged_reparses(conn, outcomes, now, digests)
             results = [
-                same[i] if i in same else self._apply_outcome(conn, o, now)
+                same[i] if i in same else self._apply_outcome(conn, o, now, digests)
                 for i, o in enumerate(outcomes)
             ]
         before = self._commits
@@ -166,7 +167,11 @@ class SqliteStore(SqliteReader):
         return results
 
     def _unchanged_reparses(
-        self, conn: sqlite3.Connection, outcomes: Sequence[Outcome], now: str
+        self,
+        conn: sqlite3.Connection,
+        outcomes: Sequence[Outcome],
+        now: str,
+        digests: itemplan.Digests,
     ) -> dict[int, CommitResult]:
         """The reparsed pages of the group that would write nothing: an ok row read again
         into the same items (same content hashes, still linked to it), finding no row,
@@ -233,7 +238,7 @@ class SqliteStore(SqliteReader):
                 or linked.get(o.row_id) != {w.dedupe_key for w in o.items}
             ):
                 continue
-            plan = itemplan.plan(o, before, now)
+            plan = itemplan.plan(o, before, now, digests)
             if plan.inserts or plan.updates or plan.relinks:
                 continue
             out[i] = CommitResult(
@@ -242,7 +247,11 @@ class SqliteStore(SqliteReader):
         return out
 
     def _apply_outcome(
-        self, conn: sqlite3.Connection, outcome: Outcome, now: str
+        self,
+        conn: sqlite3.Connection,
+        outcome: Outcome,
+        now: str,
+        digests: itemplan.Digests | None = None,
     ) -> CommitResult | None:
         """Every write of one outcome, inside the caller's open transaction: the row's
         status and attempt, its stored response, the rows it found, its items and holds,
@@ -292,7 +301,7 @@ class SqliteStore(SqliteReader):
         if not outcome.reparse:
             history_n = self._write_attempt(conn, outcome, status, attempt, kind, detail, now)
         inserted = self._insert_rows(conn, outcome.new_rows, outcome.row_id, now)
-        new, changed, unchanged, keys, fresh = self._write_items(conn, outcome, now)
+        new, changed, unchanged, keys, fresh = self._write_items(conn, outcome, now, digests)
         if outcome.holds or outcome.items:  # rule-breaking candidates (holds.py)
             holds.settle(
                 conn, outcome.holds, [w.dedupe_key for w in outcome.items], outcome.row_id, now
@@ -368,7 +377,11 @@ class SqliteStore(SqliteReader):
         return len(packed)
 
     def _write_items(
-        self, conn: sqlite3.Connection, outcome: Outcome, now: str
+        self,
+        conn: sqlite3.Connection,
+        outcome: Outcome,
+        now: str,
+        digests: itemplan.Digests | None = None,
     ) -> tuple[int, list[str], int, set[str], set[str]]:
         """Upsert items and merge parts, comparing content hashes so identical content
         touches nothing. One SELECT for the known state of every key, then executemany."""
@@ -384,7 +397,7 @@ class SqliteStore(SqliteReader):
                 chunk,
             ):
                 before[key] = itemplan.known(stored, digest, names, row_id)
-        p = itemplan.plan(outcome, before, now)
+        p = itemplan.plan(outcome, before, now, digests)
         inserts, updates, relinks = p.inserts, p.updates, p.relinks
         if inserts:
             # `complete` starts as the declared value: _recompute corrects it from the
