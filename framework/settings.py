@@ -28,8 +28,10 @@ FRAMEWORK_SETTINGS: dict[str, Any] = {
     "FRAMEWORK_FRESH": False,  # forget rows (items stay) and start over
     # Group commit (framework.crawl.group): the outcomes of the responses that arrive
     # within this many ms, or this many of them, share one transaction; 0 (either):
-    # one transaction per response. A kill loses only outcomes still waiting.
-    "FRAMEWORK_COMMIT_WINDOW_MS": 5.0,
+    # one transaction per response. A kill loses only outcomes still waiting. The
+    # window's default (None) is the workspace's: 5 ms on SQLite, 50 on PostgreSQL,
+    # where each commit is several round trips (docs/benchmarks.md).
+    "FRAMEWORK_COMMIT_WINDOW_MS": None,
     "FRAMEWORK_COMMIT_BATCH": 32,
     # What one page may cost (framework.extract.patterns; docs/operations.md)
     "FRAMEWORK_EXTRACT_TIMEOUT": 10.0,  # CPU seconds of regex work per page, then parse error

@@ -253,3 +253,17 @@ def test_a_failed_group_commit_fails_every_waiter_of_the_group() -> None:
     assert isinstance(errors[0], OSError)
     assert first.done
     assert first.result is None
+
+
+def test_the_window_defaults_by_workspace_and_a_bad_one_is_a_usage_error() -> None:
+    from framework.crawl.group import DB_WINDOW_MS, WINDOW_MS
+    from framework.crawl.runtime import commit_window_ms
+    from framework.errors import UsageError
+
+    # a commit to a database is several round trips: its groups wait longer by default
+    assert commit_window_ms(None, database=False) == WINDOW_MS == 5.0
+    assert commit_window_ms(None, database=True) == DB_WINDOW_MS == 50.0
+    assert commit_window_ms("20", database=True) == 20.0  # -s wins on either
+    assert commit_window_ms(0, database=False) == 0.0  # one transaction per response
+    with pytest.raises(UsageError, match="FRAMEWORK_COMMIT_WINDOW_MS"):
+        commit_window_ms("soon", database=False)

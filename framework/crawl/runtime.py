@@ -48,7 +48,7 @@ from framework.crawl.blocking import REASON_BLOCKED, Block, Detector
 from framework.crawl.changes import ChangeLimits
 from framework.crawl.drift import Drift
 from framework.crawl.findings import FOUND_NOTHING_EVENT, Findings
-from framework.crawl.group import BATCH, WINDOW_MS, GroupCommit
+from framework.crawl.group import BATCH, DB_WINDOW_MS, WINDOW_MS, GroupCommit
 from framework.crawl.page import CompiledJob, PageError, PageResult, Record
 from framework.crawl.politeness import RETRY_AFTER_MAX, backoff_delay
 from framework.crawl.secrets import Secrets
@@ -282,7 +282,8 @@ class CrawlRuntime:
             spec_hash,
             limits,
             fresh=fresh,
-            commit_window_s=s.getfloat("FRAMEWORK_COMMIT_WINDOW_MS", WINDOW_MS) / 1000,
+            commit_window_s=commit_window_ms(s.get("FRAMEWORK_COMMIT_WINDOW_MS"), ws.is_database)
+            / 1000,
             commit_batch=s.getint("FRAMEWORK_COMMIT_BATCH", BATCH),
         )
         try:
@@ -1426,6 +1427,17 @@ def _url_line(entry: _Entry, res: CommitResult) -> dict[str, Any]:
         "kind": row.kind,
         "attempt": res.attempt,
     }
+
+
+def commit_window_ms(value: Any, database: bool) -> float:
+    """``FRAMEWORK_COMMIT_WINDOW_MS`` as set, else the default of the workspace's kind
+    (a database or a folder: group.py)."""
+    if value is None or value == "":
+        return DB_WINDOW_MS if database else WINDOW_MS
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise UsageError(f"FRAMEWORK_COMMIT_WINDOW_MS: {value!r} is not a number") from None
 
 
 def nothing_extracted(items: Mapping[str, int], expect_empty: bool) -> bool:
