@@ -1138,14 +1138,20 @@ class CrawlRuntime:
         ]
         results = self.ws.store.commit_many(outcomes)
         out: list[CommitResult] = []
+        events: list[dict[str, Any]] = []  # one write for the group's events
         for (row, _), outcome, res in zip(pages, outcomes, results, strict=True):
             # refused (None) only by a lease's fencing: a reparse holds the crawl lock
             assert res is not None, f"the reparse commit of row {row.id} was refused"
-            self._count_reparse(row, outcome, res)
+            self._count_reparse(row, outcome, res, events)
             out.append(res)
+        if events:
+            self.ws.events.append_many(events)
         return out
 
-    def _count_reparse(self, row: Row, outcome: Outcome, res: CommitResult) -> None:
+    def _count_reparse(
+        self, row: Row, outcome: Outcome, res: CommitResult, events: list[dict[str, Any]]
+    ) -> None:
+        """Count a reparsed page's outcome; its events go to ``events``."""
         c = self.counters
         if outcome.ok:
             c.ok += 1
@@ -1154,14 +1160,16 @@ class CrawlRuntime:
             key = str(outcome.error_kind)
             c.by_error[key] = c.by_error.get(key, 0) + 1
             if row.status is RowStatus.OK:
-                self.event(
-                    "row_failed",
-                    row=row.id,
-                    kind=row.kind,
-                    url=row.url,
-                    error_kind=key,
-                    error=outcome.error,
-                    reparse=True,
+                events.append(
+                    self._event_line(
+                        "row_failed",
+                        row=row.id,
+                        kind=row.kind,
+                        url=row.url,
+                        error_kind=key,
+                        error=outcome.error,
+                        reparse=True,
+                    )
                 )
         c.rows_new += len(res.inserted)
         c.items_new += res.items_new
@@ -1171,7 +1179,9 @@ class CrawlRuntime:
         elif outcome.parts:
             c.items_changed += res.items_changed
         if res.changed:
-            self.event("items_changed", url=row.url, row=row.id, keys=list(res.changed))
+            events.append(
+                self._event_line("items_changed", url=row.url, row=row.id, keys=list(res.changed))
+            )
         c.items_completed += len(res.completed)
 
     def _stored(self, size: int) -> None:
@@ -1334,7 +1344,10 @@ class CrawlRuntime:
         return found
 
     def event(self, name: str, **data: Any) -> None:
-        self.ws.events.append({"time": utc_now(), "event": name, "job": self.spec.name, **data})
+        self.ws.events.append(self._event_line(name, **data))
+
+    def _event_line(self, name: str, **data: Any) -> dict[str, Any]:
+        return {"time": utc_now(), "event": name, "job": self.spec.name, **data}
 
     def close(self, reason: str) -> str:
         """Write the run's last event and release the workspace; return the final
