@@ -73,6 +73,7 @@ LOGIN_JAR = "fw_login"  # the cookie jar a login runs in
 _GENERATION = "fw_session"  # the login a request was sent under
 _ORIGINAL = "fw_session_original"  # the request as the spider made it (before redirects)
 _TRIES = "fw_session_tries"  # times this request met an expired session
+RELOGIN_BOOST = 100  # added to the priority of a request sent again after a new login
 # A hidden input of a login form this long is a token (CSRF, view state): masked.
 TOKEN_CHARS = 16
 
@@ -369,7 +370,9 @@ class Session:
                 "after a new login"
             )
         await self.renew(int(request.meta.get(_GENERATION, self.generation)), response.url)
-        again = original.replace(dont_filter=True)
+        # first after the new login: behind newer requests it could find the new
+        # session's pages spent again (the site counts pages per session) and fail
+        again = original.replace(dont_filter=True, priority=original.priority + RELOGIN_BOOST)
         for key in (_GENERATION, "redirect_urls", "redirect_times", "redirect_ttl"):
             again.meta.pop(key, None)
         again.meta[_TRIES] = tries
