@@ -37,6 +37,7 @@ EXIT_HALTED = 4
 MAX_PAGES_ENV = "FRAMEWORK_TEST_SQLITE_MAX_PAGES"  # the store's test-only page cap
 WAL_SIZE_LIMIT = 4 * 2**20  # the WAL is truncated back under this (sqlite_base)
 QUIET = ("-L", "WARNING", "-s", "CONCURRENT_REQUESTS=4")
+GROUPS = ("-s", "FRAMEWORK_COMMIT_BATCH=4")  # a commit group holds at most 4 outcomes
 
 
 def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -137,7 +138,7 @@ def test_a_full_disk_stops_in_one_line_and_the_resume_is_exact(
     assert r.returncode == EXIT_HALTED, r.stderr[-2000:]  # the demo's broken pages
 
     ws = quota.folder
-    full = _cli("crawl", str(spec), "--workspace", str(ws), *QUIET, env=quota.env)
+    full = _cli("crawl", str(spec), "--workspace", str(ws), *QUIET, *GROUPS, env=quota.env)
     assert full.returncode == EXIT_HALTED, full.stderr[-3000:]
     line = _one_clean_line(full.stderr, "the disk is full")
     assert line.startswith(f"error: {ws}: the disk is full")
@@ -147,13 +148,13 @@ def test_a_full_disk_stops_in_one_line_and_the_resume_is_exact(
     assert sum(n.get(RowStatus.PENDING, 0) for n in counts.values()) > 0  # stopped early
 
     # a run on the still-full disk says the same, and touches nothing
-    again = _cli("crawl", str(spec), "--workspace", str(ws), *QUIET, env=quota.env)
+    again = _cli("crawl", str(spec), "--workspace", str(ws), *QUIET, *GROUPS, env=quota.env)
     assert again.returncode == EXIT_HALTED
     _one_clean_line(again.stderr, "the disk is full")
 
     quota.free_space()
     lines_before = len(url_log(ws))
-    resumed = _cli("crawl", str(spec), "--workspace", str(ws), *QUIET, env=quota.env)
+    resumed = _cli("crawl", str(spec), "--workspace", str(ws), *QUIET, *GROUPS, env=quota.env)
     assert resumed.returncode == EXIT_HALTED, resumed.stderr[-3000:]
     assert "rows in error" in resumed.stderr  # the demo's broken pages, as in the reference
     assert item_hashes(ws) == item_hashes(reference)
@@ -173,10 +174,12 @@ def test_a_full_disk_stops_in_one_line_and_the_resume_is_exact(
     }
     # (the simulated quota lets the second run send a few requests before it stops too)
     assert all(v <= 2 for v in extra.values()), extra
-    # the requests in flight when each full run stopped (4 at a time, plus the one whose
-    # commit failed), and on a loaded machine one more batch the engine had already
-    # handed to the downloader before the stop took effect
-    assert sum(extra.values()) <= 3 * (4 + 1), extra
+    # what each full run lost when it stopped: the requests in flight (4 at a time) and
+    # the commit group that failed (at most GROUPS' 4 outcomes), and on a loaded machine
+    # one more round the engine had already handed to the downloader before the stop
+    # took effect (17 seen once in CI with the next list page sent first: over the
+    # 3 * (4 + 1) this bound was before groups were counted)
+    assert sum(extra.values()) <= 3 * (4 + 4), extra
 
 
 def test_the_wal_is_truncated_once_no_reader_pins_it(tmp_path: Path) -> None:
