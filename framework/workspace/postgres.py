@@ -38,8 +38,8 @@ from framework.workspace.postgres_base import COMPACT_EVERY, RetryTransaction
 from framework.workspace.postgres_read import _HOLD_SQL, PgReader, _to_hold
 from framework.workspace.records import (
     CommitResult,
-    ErrorKind,
     HoldWrite,
+    Marks,
     NewRow,
     Outcome,
     Row,
@@ -49,7 +49,6 @@ from framework.workspace.records import (
 )
 from framework.workspace.sqlite_base import (
     CHUNK,
-    ERROR_DETAIL_MAX,
     ROWS_RESET_META,
     _chunks,
     utc_now,
@@ -138,32 +137,6 @@ _GROUP_WRITE = (
     "SELECT upd.id, upd.attempts, upd.item_key, att.n FROM upd "
     "LEFT JOIN att ON att.row_id = upd.id"
 )
-
-# an outcome's row status, error kind, whether it may be retried, and its error detail
-_Marks = tuple[RowStatus, ErrorKind | None, bool, str | None]
-
-
-def _outcome_marks(outcome: Outcome) -> _Marks:
-    status = RowStatus.OK if outcome.ok else RowStatus.ERROR
-    kind = outcome.error_kind if not outcome.ok else None
-    if not outcome.ok and kind is None:
-        kind = ErrorKind.OTHER
-    retryable = outcome.ok or (outcome.retryable and (kind is None or kind.retryable))
-    detail = (outcome.error or "")[:ERROR_DETAIL_MAX] or None
-    return status, kind, retryable, detail
-
-
-def _known_keys(outcome: Outcome) -> set[str]:
-    """The item keys an outcome names itself: its items, parts, holds, and the items its
-    found rows belong to."""
-    keys = {w.dedupe_key for w in outcome.items} | {p.dedupe_key for p in outcome.parts}
-    keys.update(h.dedupe_key for h in outcome.holds)
-    keys.update(
-        str(r.context["item_key"])
-        for r in outcome.new_rows
-        if r.context.get("item_key") is not None
-    )
-    return keys
 
 
 def _overlap(keys: Sequence[set[str]], outcomes: Sequence[Outcome]) -> bool:
@@ -294,7 +267,7 @@ class PostgresStore(PgReader):
         def one_by_one(conn: psycopg.Connection[Any]) -> list[CommitResult | None]:
             return [self._apply_outcome(conn, o, now) for o in outcomes]
 
-        if len(outcomes) > 1 and _overlap([_known_keys(o) for o in outcomes], outcomes):
+        if len(outcomes) > 1 and _overlap([o.item_keys() for o in outcomes], outcomes):
             return self._run(one_by_one, len(outcomes))
         try:
             return self._run(lambda conn: self._apply_group(conn, outcomes, now), len(outcomes))
@@ -308,7 +281,7 @@ class PostgresStore(PgReader):
         statement per table; raises :class:`_OneByOne` (the caller rolls back and applies
         them one by one) when two accepted outcomes share an item key found only in the
         database (a row's own item, the items a retried row wrote before)."""
-        marks = [_outcome_marks(o) for o in outcomes]
+        marks = [o.marks() for o in outcomes]
         bodies = [(o.row_id, o.response) for o in outcomes if o.response is not None]
         # as SqliteStore: zlib level 1, paid on every page
         packed = {row_id: zlib.compress(r.body, 1) for row_id, r in bodies}
@@ -348,7 +321,7 @@ class PostgresStore(PgReader):
                 if o.lease_token is None or o.row_id not in exist:
                     raise WorkspaceError(f"commit for unknown row id {o.row_id}")
         taken = [i for i, o in enumerate(outcomes) if o.row_id in done]
-        keys = {i: _known_keys(outcomes[i]) for i in taken}
+        keys = {i: outcomes[i].item_keys() for i in taken}
         for i in taken:
             own = done[outcomes[i].row_id][1]
             if own is not None:
@@ -427,7 +400,7 @@ class PostgresStore(PgReader):
     ) -> CommitResult | None:
         """Every write of one outcome inside the caller's transaction (see
         :meth:`SqliteStore._apply_outcome`); None: refused by the fence."""
-        status, kind, retryable, detail = marks = _outcome_marks(outcome)
+        status, kind, retryable, detail = marks = outcome.marks()
         token = outcome.lease_token
         got = conn.execute(
             _OUTCOME_UPDATE,
@@ -490,7 +463,7 @@ class PostgresStore(PgReader):
     def _write_attempts(
         self,
         conn: psycopg.Connection[Any],
-        attempts: Sequence[tuple[Outcome, _Marks, int]],
+        attempts: Sequence[tuple[Outcome, Marks, int]],
         now: str,
     ) -> dict[int, int]:
         """Append each attempt (outcome, its marks, the row's attempt count) to its row's

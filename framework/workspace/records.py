@@ -13,7 +13,7 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import Any, NamedTuple
 
 # 2: the `responses` table (stored page bodies for `framework reparse`); a version 1
 # workspace gains it, empty, the first time a writer opens it.
@@ -166,6 +166,18 @@ class StoredResponse:
     stored_bytes: int  # compressed size on disk
 
 
+ERROR_DETAIL_MAX = 2000  # characters of an error detail kept per attempt
+
+
+class Marks(NamedTuple):
+    """What an outcome writes on its row, on every backend."""
+
+    status: RowStatus
+    error_kind: ErrorKind | None  # None when ok
+    retryable: bool
+    detail: str | None  # the error text, cut at ERROR_DETAIL_MAX
+
+
 @dataclass(frozen=True)
 class Outcome:
     """Everything one response produced; a store commits it in ONE transaction.
@@ -194,6 +206,28 @@ class Outcome:
     # the commit is refused when the row's lease was taken over since. None: no lease
     # (a single-process crawl holds the workspace alone), nothing is checked.
     lease_token: int | None = None
+
+    def item_keys(self) -> set[str]:
+        """The item keys this outcome names itself: its items, parts, holds, and the
+        items of the rows it found."""
+        keys = {w.dedupe_key for w in self.items} | {p.dedupe_key for p in self.parts}
+        keys.update(h.dedupe_key for h in self.holds)
+        keys.update(
+            str(r.context["item_key"])
+            for r in self.new_rows
+            if r.context.get("item_key") is not None
+        )
+        return keys
+
+    def marks(self) -> Marks:
+        """The row's status, error kind, retryability and error detail after this
+        outcome: a failure without a kind is ``other``; a row is retryable only when
+        both the outcome and its error kind allow it."""
+        detail = (self.error or "")[:ERROR_DETAIL_MAX] or None
+        if self.ok:
+            return Marks(RowStatus.OK, None, True, detail)
+        kind = self.error_kind or ErrorKind.OTHER
+        return Marks(RowStatus.ERROR, kind, self.retryable and kind.retryable, detail)
 
 
 @dataclass(frozen=True)

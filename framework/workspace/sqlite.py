@@ -37,6 +37,7 @@ from framework.errors import WorkspaceError
 from framework.workspace import holds, itemplan
 from framework.workspace.leases import FENCE_SET, FENCE_WHERE
 from framework.workspace.records import (
+    ERROR_DETAIL_MAX,
     CommitResult,
     ErrorKind,
     NewRow,
@@ -52,7 +53,6 @@ from framework.workspace.sqlite_base import (
     _N_INSERT,
     CHECKPOINT_EVERY,
     CHUNK,
-    ERROR_DETAIL_MAX,
     ROWS_RESET_META,
     _chunks,
     _marks,
@@ -60,6 +60,14 @@ from framework.workspace.sqlite_base import (
 )
 from framework.workspace.sqlite_read import SqliteReader
 from framework.workspace.store import RequeueFilter
+
+# an item's new content (itemplan.ItemPlan.updates); None keeps the stored value
+_ITEM_UPDATE = (
+    "UPDATE items SET data = ?, content_hash = ?, last_scraped = ?, parts = ?, "
+    "row_id = coalesce(?, row_id), declared_complete = coalesce(?, declared_complete), "
+    "source_type = coalesce(?, source_type), source_id = coalesce(?, source_id) "
+    "WHERE dedupe_key = ?"
+)
 
 
 class SqliteStore(SqliteReader):
@@ -155,7 +163,7 @@ class SqliteStore(SqliteReader):
         conn = self._conn()
         with self._tx(conn):
             digests: itemplan.Digests = {}  # items hashed once in this commit
-            same = self._unchanged_reparses(conn, outcomes, now, digests)
+            same = self._plain_reparses(conn, outcomes, now, digests)
             results = [
                 same[i] if i in same else self._apply_outcome(conn, o, now, digests)
                 for i, o in enumerate(outcomes)
@@ -166,21 +174,25 @@ class SqliteStore(SqliteReader):
             self._checkpoint_soon()  # by outcomes, not transactions: the WAL grows by page
         return results
 
-    def _unchanged_reparses(
+    def _plain_reparses(
         self,
         conn: sqlite3.Connection,
         outcomes: Sequence[Outcome],
         now: str,
         digests: itemplan.Digests,
     ) -> dict[int, CommitResult]:
-        """The reparsed pages of the group that would write nothing: an ok row read again
-        into the same items (same content hashes, still linked to it), finding no row,
-        no part and no hold. Their results, by position, from two reads for the whole
-        group instead of the ~5 statements of :meth:`_apply_outcome` per page; the rows
-        keep even their ``updated_at``. After a selector fix most pages are such pages,
-        and the reparse's one writing process is its bottleneck.
+        """The group's plain reparsed pages, written together: an ok row read again into
+        the items it already has (changed or not), finding no row, no part and no hold.
+        For such a page :meth:`_apply_outcome` would change nothing on the row but
+        ``updated_at``, update the changed items and recompute their completeness: here
+        that is two reads, one ``executemany`` per table and one recomputation for the
+        whole group instead of ~6 statements per page. A page whose items are all
+        unchanged writes nothing (the row keeps even its ``updated_at``). After a
+        selector fix most pages are such pages, and the reparse's one writing process is
+        its bottleneck. Their results, by position.
 
-        An outcome that shares a row or an item key with another of the group is left to
+        An outcome that shares a row or an item key with another of the group (its
+        items, parts, holds, the items of the rows it found) is left to
         :meth:`_apply_outcome`: what one writes, the next must read."""
         maybe = [
             i
@@ -196,8 +208,7 @@ class SqliteStore(SqliteReader):
         seen: Counter[tuple[str, Any]] = Counter()
         for o in outcomes:
             seen[("row", o.row_id)] += 1
-            seen.update(("key", w.dedupe_key) for w in o.items)
-            seen.update(("key", p.dedupe_key) for p in o.parts)
+            seen.update(("key", k) for k in o.item_keys())
         maybe = [
             i
             for i in maybe
@@ -211,8 +222,8 @@ class SqliteStore(SqliteReader):
         for chunk in _chunks(ids, CHUNK):
             marks = _marks(len(chunk))
             for row_id, *state in conn.execute(
-                "SELECT id, status, attempts, retryable, last_http_status, lease_owner "
-                f"FROM rows WHERE id IN ({marks})",
+                "SELECT id, status, attempts, retryable, last_http_status, lease_owner, "
+                f"item_key FROM rows WHERE id IN ({marks})",
                 chunk,
             ):
                 rows[row_id] = tuple(state)
@@ -223,28 +234,47 @@ class SqliteStore(SqliteReader):
             ):
                 before[key] = itemplan.known(data, digest, names, row_id)
                 linked.setdefault(row_id, set()).add(key)
-        out: dict[int, CommitResult] = {}
+        plans: dict[int, tuple[int, itemplan.ItemPlan]] = {}
         for i in maybe:
             o = outcomes[i]
             state = rows.get(o.row_id)
             if state is None:
                 continue  # unknown row: _apply_outcome says so
-            status, attempts, retryable, http, owner = state
+            status, attempts, retryable, http, owner, own_key = state
+            keys = {w.dedupe_key for w in o.items}
             if (
                 status != RowStatus.OK.value
                 or not retryable
                 or http != o.http_status
                 or owner is not None
-                or linked.get(o.row_id) != {w.dedupe_key for w in o.items}
+                or (own_key is not None and own_key not in keys)
+                or linked.get(o.row_id) != keys
             ):
                 continue
             plan = itemplan.plan(o, before, now, digests)
-            if plan.inserts or plan.updates or plan.relinks:
+            if plan.inserts or plan.relinks:
                 continue
-            out[i] = CommitResult(
-                status=RowStatus.OK, attempt=int(attempts), items_unchanged=plan.unchanged
+            plans[i] = (int(attempts), plan)
+        touched = [outcomes[i].row_id for i, (_, plan) in plans.items() if plan.updates]
+        if touched:
+            conn.executemany(_ITEM_UPDATE, [u for _, plan in plans.values() for u in plan.updates])
+            conn.executemany(
+                "UPDATE rows SET updated_at = ? WHERE id = ?", [(now, r) for r in touched]
             )
-        return out
+        completed = set(
+            self._recompute(conn, [k for _, plan in plans.values() for k in plan.changed])
+        )
+        return {
+            i: CommitResult(
+                status=RowStatus.OK,
+                attempt=attempts,
+                items_changed=len(plan.changed),
+                changed=plan.changed,
+                items_unchanged=plan.unchanged,
+                completed=sorted(completed.intersection(plan.changed)),
+            )
+            for i, (attempts, plan) in plans.items()
+        }
 
     def _apply_outcome(
         self,
@@ -257,12 +287,7 @@ class SqliteStore(SqliteReader):
         status and attempt, its stored response, the rows it found, its items and holds,
         and the completeness of the items it touches. The one place a per-outcome check
         (a lease's fencing token) belongs; None would mean "refused, nothing written"."""
-        status = RowStatus.OK if outcome.ok else RowStatus.ERROR
-        kind = outcome.error_kind if not outcome.ok else None
-        if not outcome.ok and kind is None:
-            kind = ErrorKind.OTHER
-        retryable = outcome.ok or (outcome.retryable and (kind is None or kind.retryable))
-        detail = (outcome.error or "")[:ERROR_DETAIL_MAX] or None
+        status, kind, retryable, detail = outcome.marks()
         token = outcome.lease_token
         got = conn.execute(
             "UPDATE rows SET status = ?, attempts = attempts + ?, retryable = ?, "
@@ -409,14 +434,7 @@ class SqliteStore(SqliteReader):
                 inserts,
             )
         if updates:
-            conn.executemany(
-                "UPDATE items SET data = ?, content_hash = ?, last_scraped = ?, parts = ?, "
-                "row_id = coalesce(?, row_id), "
-                "declared_complete = coalesce(?, declared_complete), "
-                "source_type = coalesce(?, source_type), source_id = coalesce(?, source_id) "
-                "WHERE dedupe_key = ?",
-                updates,
-            )
+            conn.executemany(_ITEM_UPDATE, updates)
         if relinks:
             conn.executemany("UPDATE items SET row_id = ? WHERE dedupe_key = ?", relinks)
         return p.new, p.changed, p.unchanged, keys, {i[0] for i in inserts}

@@ -38,7 +38,6 @@ from framework.errors import FrameworkError, WorkspaceBroken, WorkspaceError, Wo
 from framework.workspace.records import SCHEMA_VERSION, ErrorKind, Row, RowStatus, StoredItem
 
 CHUNK = 500  # rows per page of a streaming read, and per multi-row INSERT
-ERROR_DETAIL_MAX = 2000  # characters of an error detail kept per attempt
 BUSY_TIMEOUT_MS = 30_000
 # A page commit writes ~8 pages (rows, attempts, items and their indexes) to the WAL:
 # a checkpoint every 8 commits keeps the WAL near 256 KB in steady state.
@@ -539,7 +538,7 @@ class SqliteBase:
         self.close()
 
 
-__all__ = ["CHUNK", "ERROR_DETAIL_MAX", "SqliteBase", "space_needed", "utc_now", "workspace_fault"]
+__all__ = ["CHUNK", "SqliteBase", "space_needed", "utc_now", "workspace_fault"]
 
 
 def _refuse_foreign(path: Path) -> None:
