@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import json
 import os
 import re
@@ -106,7 +107,9 @@ _URL_PARAM = re.compile(r"([?&;])([^=&#;?\s]+)=([^&#;?\s]*)")
 _URL_USERINFO = re.compile(r"(\b[a-z][a-z0-9+.-]*://)([^/@\s]+)@", re.IGNORECASE)
 
 
+@functools.lru_cache(maxsize=4096)
 def is_secret_key(key: str) -> bool:
+    # cached: every event line asks it of each of its keys, and the keys repeat
     norm = key.strip().lower().replace("-", "_")
     return norm in _SECRET_KEYS or norm.endswith(_SECRET_SUFFIXES)
 
