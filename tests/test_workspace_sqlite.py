@@ -30,7 +30,8 @@ from framework.workspace import (
     SqliteStore,
     content_hash,
 )
-from framework.workspace.sqlite import CHUNK, ERROR_DETAIL_MAX
+from framework.workspace.records import ERROR_DETAIL_MAX
+from framework.workspace.sqlite import CHUNK
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -37,7 +37,6 @@ from framework.errors import WorkspaceError
 from framework.workspace import holds, itemplan
 from framework.workspace.leases import FENCE_SET, FENCE_WHERE
 from framework.workspace.records import (
-    ERROR_DETAIL_MAX,
     CommitResult,
     ErrorKind,
     NewRow,
@@ -524,4 +523,4 @@ class SqliteStore(SqliteReader):
             conn.execute("UPDATE items SET row_id = NULL WHERE row_id IS NOT NULL")
 
 
-__all__ = ["CHUNK", "ERROR_DETAIL_MAX", "SqliteStore", "utc_now"]
+__all__ = ["CHUNK", "SqliteStore", "utc_now"]
