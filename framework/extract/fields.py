@@ -44,6 +44,7 @@ from framework.extract.patterns import (
     cached_regex,
     xpath_regex_literals,
 )
+from framework.extract.simplecss import Match, TreeIndex, match_of
 
 if TYPE_CHECKING:  # the models import nothing from here; avoid a package import cycle
     from framework.spec.models import FieldSpec
@@ -64,6 +65,9 @@ __all__ = [
     "records_of",
 ]
 
+# Simple selectors (simplecss.py) of one record kind from which its records' elements
+# are indexed: an XPath walk of a small page costs about a third of the index's one walk.
+INDEX_MIN_SELECTORS = 3
 _EXSLT = {"re": "http://exslt.org/regular-expressions", "set": "http://exslt.org/sets"}
 _TRANSLATOR = HTMLTranslator()
 _STRING = etree.XPath("string()")
@@ -78,6 +82,8 @@ class Scope:
     json: Any = None  # the record's JSON value (or whole doc) for `json` sources
     page_text: str | None = None  # whole response text, for `embedded`
     _text: str | None = field(default=None, init=False, repr=False)
+    # the record's elements by id and class, for simple selectors (simplecss.py)
+    _index: TreeIndex | None = field(default=None, init=False, repr=False)
 
     def text(self) -> str:
         """Text content of the scope element (computed once per scope), for `re`."""
@@ -376,11 +382,16 @@ def _one(value: Any, label: str) -> Any:
 
 
 class _XPathSource(_Source):
-    __slots__ = ("xp",)
+    __slots__ = ("indexes", "simple", "xp")
 
     def __init__(self, label: str, xp: etree.XPath) -> None:
         self.label = label
         self.xp = xp
+        # a selector of one element test (simplecss.py) is looked up in the record's
+        # index when it has one; `indexes`: this source may build it (its extractor has
+        # enough such selectors for one walk of the tree to cost less than theirs)
+        self.simple: Match | None = match_of(xp.path)
+        self.indexes = False
 
     def _nodes(self, scope: Scope) -> list[Any]:
         sel = scope.selector
@@ -389,9 +400,18 @@ class _XPathSource(_Source):
         root = sel.root
         if isinstance(root, str) or root is None:
             return []
-        result = self.xp(root)
-        if not isinstance(result, list):
-            return [result]
+        result = None
+        if self.simple is not None:
+            index = scope._index
+            # HTML only: an XML text() tells CDATA sections apart, lxml's .text does not
+            if index is None and self.indexes and sel.type == "html":
+                index = scope._index = TreeIndex(root)
+            if index is not None:
+                result = self.simple.nodes(index)
+        if result is None:
+            result = self.xp(root)
+            if not isinstance(result, list):
+                return [result]
         if len(result) > budget().limits.max_matches:
             budget().matches(len(result), self.label)
         return result
@@ -896,6 +916,15 @@ class FieldExtractor:
         )
         # fields for templates only: never part of the item (see FieldSpec.helper)
         self.helpers = frozenset(cf.name for cf in self._fields if cf.helper)
+        simple = [
+            src
+            for cf in self._fields
+            for src in cf.sources
+            if isinstance(src, _XPathSource) and src.simple is not None
+        ]
+        if len(simple) >= INDEX_MIN_SELECTORS:
+            for src in simple:
+                src.indexes = True
 
     def extract(self, scope: Scope) -> Extraction:
         values: dict[str, Any] = {}
