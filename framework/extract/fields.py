@@ -15,7 +15,10 @@ and JSON paths under a cap on matches and characters. Going over a bound raises
 This is the hot path of every crawled record, so everything that can be prepared is
 prepared in :class:`FieldExtractor.__init__`: CSS is translated to XPath and compiled
 with lxml once, regexes and JSON paths are compiled once, and evaluation works on the
-lxml tree directly, without wrapping every match in a parsel ``Selector``.
+lxml tree directly, without wrapping every match in a parsel ``Selector``. A kind with
+several simple selectors (one compound CSS selector each) has them answered from one
+index of the record's elements instead of one walk of the tree each
+(:mod:`framework.extract.simplecss`).
 
 Selector results: an attribute or text node gives its string; an *element* gives its
 text content (all descendant text), not its HTML; a single-valued field takes the
