@@ -44,6 +44,12 @@ _WHOLE = re.compile(rf"descendant-or-self::(\*|{_NAME})(?:\[(.*)\])?(/text\(\)|/
 _XPATH_SPACE = str.maketrans("\t\r\n", "   ")
 
 
+def _tokens(value: str) -> list[str]:
+    """A class attribute's tokens as the translator's class test sees them (empty
+    strings between repeated spaces included: no class is named "")."""
+    return value.translate(_XPATH_SPACE).split(" ")
+
+
 class Match:
     """One element test and what to take from the matched elements."""
 
@@ -83,7 +89,7 @@ class Match:
             cls = get("class")
             if cls is None:
                 return False
-            tokens = cls.translate(_XPATH_SPACE).split(" ")
+            tokens = _tokens(cls)
             if any(c not in tokens for c in self.classes):
                 return False
         for name, value in self.attrs:
@@ -154,7 +160,7 @@ class TreeIndex:
             get = el.get
             cls = get("class")
             if cls:
-                for token in cls.translate(_XPATH_SPACE).split(" "):
+                for token in _tokens(cls):
                     if not token:
                         continue
                     found = self.by_class.get(token)
