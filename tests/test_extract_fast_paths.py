@@ -12,11 +12,13 @@
 from __future__ import annotations
 
 import itertools
+import zlib
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
+from scrapy.selector import Selector
 
 from framework.crawl.page import CompiledJob, PageResult
 from framework.crawl.reparse import parse, rebuild
@@ -108,11 +110,14 @@ def _page(kind: str) -> tuple[Row, StoredResponse]:
         created_at="",
         updated_at="",
     )
-    return row, StoredResponse(1, url, url, 200, "text/html; charset=utf-8", PAGE, len(PAGE))
+    packed = zlib.compress(PAGE)
+    return row, StoredResponse(1, url, url, 200, "text/html; charset=utf-8", packed, len(packed))
 
 
 def _scrapy_way(job: CompiledJob, row: Row, stored: StoredResponse) -> Any:
-    response = rebuild(stored)  # the document URL found as Scrapy finds it
+    response = rebuild(stored)
+    # Scrapy's own tree (a new parser, the document URL found as Scrapy finds it)
+    response._cached_selector = Selector(response)
     return job.kinds[row.kind].parse(response, {}, 1)
 
 
@@ -128,3 +133,23 @@ def test_the_reparse_parse_is_the_scrapy_selector_parse(tmp_path: Path, forms: b
         assert isinstance(result, PageResult)
         # the action is resolved against the page's <base>: the document URL was kept
         assert [s.url for s in result.forms] == ["http://site.test/base/search?q=hello"]
+
+
+@pytest.mark.parametrize("forms", [False, True])
+def test_the_crawl_parse_is_the_scrapy_selector_parse(tmp_path: Path, forms: bool) -> None:
+    """The crawl's own path (a fresh response, the kind builds the tree): the same as
+    with Scrapy's selector, and a kind with forms keeps the document URL for them."""
+    from scrapy.http import HtmlResponse
+
+    job = _job(tmp_path, forms)
+    for kind in ("list", "item"):
+        row, stored = _page(kind)
+        fresh = HtmlResponse(url=stored.final_url, body=stored.body, encoding="utf-8")
+        result = job.kinds[kind].parse(fresh, {}, 1)
+        assert repr(result) == repr(_scrapy_way(job, row, stored))
+        with_base = fresh.selector.root.getroottree().docinfo.URL is not None
+        assert with_base is (forms and kind == "list")  # only a kind with forms looks it up
+    if forms:
+        fresh = HtmlResponse(url="http://site.test/list", body=PAGE, encoding="utf-8")
+        found = job.kinds["list"].parse(fresh, {}, 1)
+        assert [s.url for s in found.forms] == ["http://site.test/base/search?q=hello"]

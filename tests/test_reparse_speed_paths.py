@@ -186,6 +186,42 @@ def test_idle_cores_are_measured_now_not_over_the_last_minute(
     assert reparse.idle_cores(4, window=0.0) == pytest.approx(1.0)
     readings = iter([(1_000, 5_000), (1_000, 5_400)])  # nothing else ran: all idle
     assert reparse.idle_cores(2, window=0.0) == pytest.approx(2.0)
+    # measured from a sample taken at start-up: the window is already over (no sleep),
+    # and the 100 ticks this process spent starting up (1 s) are its own, not another
+    # program's: 300 busy ticks of which 100 ours, 100 idle: half the cores are free
+    readings = iter([(1_000, 5_000), (1_300, 5_100)])
+    own = iter([10.0, 11.0])
+    monkeypatch.setattr(reparse, "_own_cpu", lambda: next(own))
+    monkeypatch.setattr(reparse, "_TICKS_PER_S", 100)
+    sample = reparse.CoreSample()
+    slept: list[float] = []
+    monkeypatch.setattr(reparse.time, "sleep", slept.append)
+    sample.at -= 1.0  # taken a second ago
+    assert reparse.idle_cores(4, since=sample) == pytest.approx(2.0)
+    assert slept == []
+    readings = iter([(1_000, 5_000), (1_050, 5_050)])  # ours can never exceed the busy
+    own = iter([10.0, 12.0])
+    assert reparse.idle_cores(2, window=0.0) == pytest.approx(2.0)
+    monkeypatch.setattr(reparse, "_own_cpu", lambda: 0.0)
     monkeypatch.setattr(reparse, "_cpu_times", lambda: None)  # no /proc: the load average
     monkeypatch.setattr(reparse.os, "getloadavg", lambda: (1.5, 0.0, 0.0))
     assert reparse.idle_cores(2) == pytest.approx(0.5)
+
+
+def test_a_stored_page_is_inflated_where_it_is_parsed() -> None:
+    """The store hands out the compressed body (what crosses the pipe to a worker);
+    ``body`` inflates it; a damaged one is a workspace error naming its row."""
+    import pickle
+    import zlib
+
+    from framework.errors import WorkspaceError
+    from framework.workspace.records import StoredResponse
+
+    page = b"<html><body>" + b"<p>x</p>" * 500 + b"</body></html>"
+    packed = zlib.compress(page, 1)
+    stored = StoredResponse(7, "http://a/", "http://a/", 200, "text/html", packed, len(packed))
+    assert stored.body == page
+    assert len(pickle.dumps(stored)) < len(page) // 4  # what a worker is sent
+    damaged = StoredResponse(7, "http://a/", "http://a/", 200, None, b"not zlib", 8)
+    with pytest.raises(WorkspaceError, match="row 7"):
+        _ = damaged.body

@@ -51,7 +51,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
-from parsel import Selector
 from scrapy.http import Headers, HtmlResponse, Response
 from scrapy.responsetypes import responsetypes
 
@@ -60,6 +59,7 @@ from framework.crawl.page import CompiledJob, PageResult
 from framework.crawl.runtime import CrawlRuntime, Limits, nothing_extracted
 from framework.errors import Checkpoint, UsageError, WorkspaceError
 from framework.extract.patterns import Limits as ExtractLimits
+from framework.extract.tree import html_selector
 from framework.settings import default_settings
 from framework.spec import load_spec
 from framework.spec.models import JobSpec
@@ -94,22 +94,23 @@ def rebuild(stored: StoredResponse, *, base_url: bool = True) -> Response:
     """The Scrapy response a stored page was: the class the downloader would pick for
     its content type and body (HtmlResponse, TextResponse, XmlResponse, JSON...).
 
-    ``base_url=False``: the HTML page's tree is built without its document URL. Only
-    forms read that URL (lxml's ``FormElement.base_url``, for a form's ``action``), so
-    a spec without forms extracts the same; Scrapy's ``get_base_url`` (the page URL made
-    safe, a ``<base>`` looked for) is ~5% of the parse of a small page."""
-    headers = Headers({"Content-Type": stored.content_type} if stored.content_type else {})
+    An HTML page's tree is built here, as the crawl builds it
+    (:func:`framework.extract.tree.html_selector`); ``base_url=False``: without its
+    document URL. Only forms read that URL (lxml's ``FormElement.base_url``, for a
+    form's ``action``), so a spec without forms extracts the same."""
+    content_type = {"Content-Type": stored.content_type} if stored.content_type else {}
+    body = stored.body
     cls = _by_type(stored.content_type)
     if cls is Response:  # the content type does not say: the URL, then the body decide
-        cls = responsetypes.from_args(headers=headers, url=stored.final_url, body=stored.body)
+        cls = responsetypes.from_args(
+            headers=Headers(content_type), url=stored.final_url, body=body
+        )
     # no Request: extraction reads only the response (building one costs a URL
-    # normalisation per page, a tenth of the reparse)
-    response = cls(url=stored.final_url, status=stored.status, headers=headers, body=stored.body)
-    if not base_url and isinstance(response, HtmlResponse):
-        # what `response.selector` builds (Scrapy's Selector is parsel's plus a link to
-        # the response), without the document URL: Scrapy's own looks it up even when
-        # one is given
-        response._cached_selector = cast(Any, Selector(text=response.text, type="html"))
+    # normalisation per page, a tenth of the reparse); the response makes its own
+    # Headers of the dict
+    response = cls(url=stored.final_url, status=stored.status, headers=content_type, body=body)
+    if isinstance(response, HtmlResponse):
+        html_selector(response, base_url=base_url)
     return response
 
 
@@ -135,12 +136,12 @@ def _extract_limits(settings: dict[str, Any]) -> ExtractLimits:
         raise UsageError(f"extraction limits: {exc}") from None
 
 
-def processes_for(wanted: int | str, pages: int) -> int:
+def processes_for(wanted: int | str, pages: int, since: CoreSample | None = None) -> int:
     """Worker processes for ``pages`` stored pages: ``wanted``, or for ``auto`` one per
-    idle core (none below ``AUTO_MIN_PAGES`` pages). 1: no workers, the parse runs in
-    the writing process. Workers cost about a quarter more CPU in all (the pages and
-    results cross a pipe): on a busy machine they buy no time, so ``auto`` does not
-    start them."""
+    idle core (none below ``AUTO_MIN_PAGES`` pages), measured from ``since`` (see
+    :func:`idle_cores`). 1: no workers, the parse runs in the writing process. Workers
+    cost about a quarter more CPU in all (the pages and results cross a pipe): on a
+    busy machine they buy no time, so ``auto`` does not start them."""
     if wanted == "auto":
         if pages < AUTO_MIN_PAGES:
             return 1
@@ -148,7 +149,7 @@ def processes_for(wanted: int | str, pages: int) -> int:
             cores = len(os.sched_getaffinity(0))
         except AttributeError:  # not on Linux
             cores = os.cpu_count() or 1
-        n = min(cores, round(idle_cores(cores)))
+        n = min(cores, round(idle_cores(cores, since=since)))
         return n if n > 1 else 1
     n = int(wanted)
     if n < 1:
@@ -156,27 +157,55 @@ def processes_for(wanted: int | str, pages: int) -> int:
     return n
 
 
-def idle_cores(cores: int, window: float = 0.1) -> float:
-    """How many of ``cores`` are idle now: the machine's idle share over ``window``
-    seconds (``/proc/stat``) times ``cores``. The load average would say what the last
-    minute was: right after a crawl of the same pages (the usual moment for a reparse)
-    it counts a core the crawl no longer uses. Without ``/proc`` (not Linux), the load
-    average is all there is."""
-    first = _cpu_times()
-    if first is None:
+class CoreSample:
+    """The machine's CPU clock ticks (``/proc/stat``) and this process's CPU time at one
+    moment. Taken when a reparse starts, so that the window :func:`idle_cores` measures
+    is the start-up the reparse spends anyway (loading the spec, checking the
+    workspace) rather than a sleep."""
+
+    def __init__(self) -> None:
+        self.at = time.monotonic()
+        self.ticks = _cpu_times()
+        self.own = _own_cpu()
+
+
+def idle_cores(cores: int, window: float = 0.1, since: CoreSample | None = None) -> float:
+    """How many of ``cores`` are idle now: the machine's idle share over at least
+    ``window`` seconds from ``since`` (a sample taken now if None; the rest of the
+    window is slept) times ``cores``. The CPU this process spent in the window counts
+    as idle: it is the reparse's own start-up, not another program. The load average
+    would say what the last minute was: right after a crawl of the same pages (the
+    usual moment for a reparse) it counts a core the crawl no longer uses. Without
+    ``/proc`` (not Linux), the load average is all there is."""
+    first = since if since is not None else CoreSample()
+    if first.ticks is None:
         try:
             return cores - os.getloadavg()[0]
         except (AttributeError, OSError):  # no load average either: take every core
             return float(cores)
-    time.sleep(window)
+    rest = window - (time.monotonic() - first.at)
+    if rest > 0:
+        time.sleep(rest)
     second = _cpu_times()
     if second is None:  # pragma: no cover - /proc/stat vanished between two reads
         return float(cores)
-    busy = second[0] - first[0]
-    idle = second[1] - first[1]
+    busy = second[0] - first.ticks[0]
+    idle = second[1] - first.ticks[1]
+    own = min(busy, max(0, round((_own_cpu() - first.own) * _TICKS_PER_S)))
+    busy, idle = busy - own, idle + own
     if busy + idle <= 0:
         return float(cores)
     return cores * idle / (busy + idle)
+
+
+def _own_cpu() -> float:
+    return time.process_time()
+
+
+try:
+    _TICKS_PER_S = os.sysconf("SC_CLK_TCK")  # the unit of /proc/stat
+except (AttributeError, ValueError, OSError):  # pragma: no cover - not POSIX
+    _TICKS_PER_S = 100
 
 
 def _cpu_times() -> tuple[int, int] | None:
@@ -204,6 +233,7 @@ def reparse(
     ``spec_path``; commit what it gives. Blocks until done; no network.
     ``progress_mode``: see :func:`framework.progress.mode` (None: no progress);
     ``processes``: a number or ``auto`` (see :func:`processes_for`)."""
+    sample = CoreSample()  # for `auto`: the start-up below is the measuring window
     spec = load_spec(spec_path)
     # a database URL (str) is checked by its read-only open below
     if isinstance(workspace, Path) and not (workspace / STATE_FILE).is_file():
@@ -214,7 +244,7 @@ def reparse(
     spec_hash = "sha256:" + hashlib.sha256(spec_path.read_bytes()).hexdigest()
     with Workspace.open(workspace, create=False, readonly=True) as ws:
         ensure_whole(ws, deep=False)  # never build on a workspace that lost commits
-        n = processes_for(processes, ws.store.responses_size()[0])
+        n = processes_for(processes, ws.store.responses_size()[0], sample)
     parser = _Parser(job, n)  # forks now: before a connection or thread exists to copy
     try:
         ws = Workspace.open(workspace, create=False)

@@ -10,7 +10,6 @@ commit while it iterates. It never writes.
 from __future__ import annotations
 
 import json
-import zlib
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -292,8 +291,7 @@ class PgReader(PgBase):
                     continue
                 if codec != "zlib":
                     raise WorkspaceError(f"{self.where}: a stored response in codec {codec!r}")
-                page = zlib.decompress(bytes(body))
-                yield row, StoredResponse(row.id, url, final_url, status, ctype, page, size)
+                yield row, StoredResponse(row.id, url, final_url, status, ctype, bytes(body), size)
             if len(got) < CHUNK:
                 return
             last = ids[-1]

@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, NamedTuple
+
+from framework.errors import WorkspaceError
 
 # 2: the `responses` table (stored page bodies for `framework reparse`); a version 1
 # workspace gains it, empty, the first time a writer opens it.
@@ -157,13 +160,27 @@ class ResponseWrite:
 
 @dataclass(frozen=True)
 class StoredResponse:
+    """A stored page as read back: its body still compressed until it is asked for, so
+    a reparse hands its parse workers the small stored form and each worker inflates
+    its own pages (the writing process never needs the body)."""
+
     row_id: int
     url: str
     final_url: str
     status: int
     content_type: str | None
-    body: bytes  # decompressed
+    packed: bytes  # zlib, as stored
     stored_bytes: int  # compressed size on disk
+
+    @property
+    def body(self) -> bytes:
+        """The body as the parser saw it."""
+        try:
+            return zlib.decompress(self.packed)
+        except zlib.error as exc:
+            raise WorkspaceError(
+                f"the stored response of row {self.row_id} is damaged: {exc}"
+            ) from None
 
 
 ERROR_DETAIL_MAX = 2000  # characters of an error detail kept per attempt

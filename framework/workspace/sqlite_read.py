@@ -7,7 +7,6 @@ it iterates, and memory stays flat on a million rows. It never writes.
 
 from __future__ import annotations
 
-import zlib
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -259,8 +258,7 @@ class SqliteReader(SqliteBase):
                     continue
                 if codec != "zlib":
                     raise WorkspaceError(f"{self.path}: a stored response in codec {codec!r}")
-                page = zlib.decompress(body)
-                yield row, StoredResponse(row_id, url, final_url, status, ctype, page, size)
+                yield row, StoredResponse(row_id, url, final_url, status, ctype, body, size)
             if len(got) < CHUNK:
                 return
             last = ids[-1]
