@@ -2,11 +2,12 @@
 parser per thread instead of a new one per page.
 
 parsel (``create_root_node``) makes an ``lxml.html.HTMLParser`` for every document, and
-with it a new ``HtmlElementClassLookup``: on the demo's 1.2 KB detail page that is about
-as much CPU as the parse itself, and a reparse, which does little else, spends a tenth
-of its time there (and lxml.html's lookup then runs Python for every element touched:
-see ``HTML_CLASSES``). An lxml parser can parse any number of documents, one at a time (it
-is not thread-safe: hence one per thread). Everything else is parsel's, step for step:
+with it a new ``HtmlElementClassLookup``, whose lookup then runs Python for every
+element touched (see ``HTML_CLASSES``). Together that is ~10 of the ~85 us it
+takes to build and index the demo's 1.2 KB detail page (timed interleaved, see
+docs/benchmarks.md); the crawl also skips Scrapy's document-URL lookup where no form
+reads it (``base_url``). An lxml parser can parse any number of documents, one at a time
+(it is not thread-safe: hence one per thread). Everything else is parsel's, step for step:
 the same options (recovering, UTF-8 in, no size limit), the text stripped and its NUL
 characters dropped, ``<html/>`` for an empty document, and the same Scrapy ``Selector``
 on top, so extraction sees the same tree (``tests/test_tree.py`` compares the two).
@@ -27,10 +28,9 @@ _local = threading.local()
 
 # lxml.html's element classes (HtmlElementClassLookup's defaults: forms keep their
 # FormElement, inputs their InputElement...), looked up in C. lxml.html's own lookup is
-# a Python method called for every element Python touches (~15% of the parse and
-# index of a small page); its answer depends only on the (lower-case) tag name, which
-# is all this lookup reads. ``tests/test_tree.py`` checks both give every element the
-# same class.
+# a Python method called for every element Python touches; its answer depends only on
+# the (lower-case) tag name, which is all this lookup reads. ``tests/test_tree.py``
+# checks both give every element the same class.
 HTML_CLASSES = {
     "form": html.FormElement,
     "input": html.InputElement,
@@ -77,8 +77,8 @@ def html_selector(response: HtmlResponse, *, base_url: bool = True) -> Selector:
 
     ``base_url=False``: the tree is built without the document's URL. Only forms read
     it (lxml's ``FormElement.base_url``, for a form's ``action``); Scrapy's
-    ``get_base_url`` (the URL made safe, a ``<base>`` looked for) costs a few percent
-    of a small page's parse."""
+    ``get_base_url`` (the URL made safe, a ``<base>`` looked for) costs ~25-35 us a
+    page."""
     cached = response._cached_selector
     if cached is None:
         url = get_base_url(response) if base_url else None
