@@ -51,7 +51,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
-from scrapy.http import Headers, HtmlResponse, Response
+from scrapy.http import Headers, Response
 from scrapy.responsetypes import responsetypes
 
 from framework import progress
@@ -59,7 +59,6 @@ from framework.crawl.page import CompiledJob, PageResult
 from framework.crawl.runtime import CrawlRuntime, Limits, nothing_extracted
 from framework.errors import Checkpoint, UsageError, WorkspaceError
 from framework.extract.patterns import Limits as ExtractLimits
-from framework.extract.tree import html_selector
 from framework.settings import default_settings
 from framework.spec import load_spec
 from framework.spec.models import JobSpec
@@ -90,14 +89,11 @@ class ReparseResult:
     processes: int = 1
 
 
-def rebuild(stored: StoredResponse, *, base_url: bool = True) -> Response:
+def rebuild(stored: StoredResponse) -> Response:
     """The Scrapy response a stored page was: the class the downloader would pick for
-    its content type and body (HtmlResponse, TextResponse, XmlResponse, JSON...).
-
-    An HTML page's tree is built here, as the crawl builds it
-    (:func:`framework.extract.tree.html_selector`); ``base_url=False``: without its
-    document URL. Only forms read that URL (lxml's ``FormElement.base_url``, for a
-    form's ``action``), so a spec without forms extracts the same."""
+    its content type and body (HtmlResponse, TextResponse, XmlResponse, JSON...). Its
+    tree is built by the parse, as in the crawl (the document URL only for a kind with
+    forms: :func:`framework.extract.tree.html_selector`)."""
     content_type = {"Content-Type": stored.content_type} if stored.content_type else {}
     body = stored.body
     cls = _by_type(stored.content_type)
@@ -108,10 +104,7 @@ def rebuild(stored: StoredResponse, *, base_url: bool = True) -> Response:
     # no Request: extraction reads only the response (building one costs a URL
     # normalisation per page, a tenth of the reparse); the response makes its own
     # Headers of the dict
-    response = cls(url=stored.final_url, status=stored.status, headers=content_type, body=body)
-    if isinstance(response, HtmlResponse):
-        html_selector(response, base_url=base_url)
-    return response
+    return cls(url=stored.final_url, status=stored.status, headers=content_type, body=body)
 
 
 @functools.lru_cache(maxsize=64)
@@ -288,12 +281,8 @@ class _ParseOnly:
 
 def parse(job: CompiledJob, row: Row, stored: StoredResponse) -> Parsed:
     """The crawl's parse of one stored page (see :class:`_ParseOnly`)."""
-    response = rebuild(stored, base_url=_reads_forms(job))
+    response = rebuild(stored)
     return cast(Parsed, CrawlRuntime.outcome_for(cast(Any, _ParseOnly(job)), row, response))
-
-
-def _reads_forms(job: CompiledJob) -> bool:
-    return any(kind.forms for kind in job.kinds.values())
 
 
 _WORKER_JOB: CompiledJob | None = None  # a worker's compiled spec, inherited at fork
