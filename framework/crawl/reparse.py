@@ -37,6 +37,7 @@ Speed, with the same result as reading the pages one by one:
 from __future__ import annotations
 
 import functools
+import gc
 import hashlib
 import logging
 import multiprocessing
@@ -51,7 +52,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
-from scrapy.http import Headers, Response
+from scrapy.http import Headers, Response, TextResponse
 from scrapy.responsetypes import responsetypes
 
 from framework import progress
@@ -238,6 +239,14 @@ def reparse(
     with Workspace.open(workspace, create=False, readonly=True) as ws:
         ensure_whole(ws, deep=False)  # never build on a workspace that lost commits
         n = processes_for(processes, ws.store.responses_size()[0], sample)
+    # Everything alive now (the imported modules, the compiled spec) lives as long as
+    # the run: frozen, the garbage collector stops walking it on every full collection,
+    # in this process and in the workers forked next (Python's advice for a fork); ~a
+    # tenth of a reparse's CPU went to those walks (docs/benchmarks.md, "Reparse and the
+    # garbage collector"). Unfrozen at the end: a caller's later garbage stays collectable.
+    frozen = gc.get_freeze_count() == 0
+    if frozen:
+        gc.freeze()
     parser = _Parser(job, n)  # forks now: before a connection or thread exists to copy
     try:
         ws = Workspace.open(workspace, create=False)
@@ -250,6 +259,8 @@ def reparse(
             ws.close()
     finally:
         parser.close()
+        if frozen:
+            gc.unfreeze()
 
 
 def _compile(spec: JobSpec) -> tuple[CompiledJob, dict[str, Any]]:
@@ -282,7 +293,14 @@ class _ParseOnly:
 def parse(job: CompiledJob, row: Row, stored: StoredResponse) -> Parsed:
     """The crawl's parse of one stored page (see :class:`_ParseOnly`)."""
     response = rebuild(stored)
-    return cast(Parsed, CrawlRuntime.outcome_for(cast(Any, _ParseOnly(job)), row, response))
+    try:
+        return cast(Parsed, CrawlRuntime.outcome_for(cast(Any, _ParseOnly(job)), row, response))
+    finally:
+        # The response and its selector refer to each other (Scrapy's selector keeps
+        # `.response`), so without this the page, its body and its whole lxml tree wait
+        # for the garbage collector; cut here, they are freed as the page is done.
+        if isinstance(response, TextResponse):
+            response._cached_selector = None
 
 
 _WORKER_JOB: CompiledJob | None = None  # a worker's compiled spec, inherited at fork
