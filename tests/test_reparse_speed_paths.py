@@ -243,8 +243,8 @@ def _detail_job(tmp_path: Path):
 
 def test_a_reparsed_page_is_freed_as_soon_as_it_is_read(tmp_path, monkeypatch) -> None:
     """The response a stored page becomes, its selector and its lxml tree refer to each
-    other; the reparse cuts that cycle after the page, so they are freed without
-    waiting for the garbage collector (whose walks were a tenth of a reparse's CPU)."""
+    other; the crawl's one path from a page to its outcome (the reparse's too) cuts that
+    cycle after the page, so they are freed without waiting for the garbage collector."""
     import gc
     import weakref
     import zlib

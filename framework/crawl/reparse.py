@@ -37,7 +37,6 @@ Speed, with the same result as reading the pages one by one:
 from __future__ import annotations
 
 import functools
-import gc
 import hashlib
 import logging
 import multiprocessing
@@ -52,7 +51,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
-from scrapy.http import Headers, Response, TextResponse
+from scrapy.http import Headers, Response
 from scrapy.responsetypes import responsetypes
 
 from framework import progress
@@ -60,6 +59,7 @@ from framework.crawl.page import CompiledJob, PageResult
 from framework.crawl.runtime import CrawlRuntime, Limits, nothing_extracted
 from framework.errors import Checkpoint, UsageError, WorkspaceError
 from framework.extract.patterns import Limits as ExtractLimits
+from framework.heap import FrozenHeap
 from framework.settings import default_settings
 from framework.spec import load_spec
 from framework.spec.models import JobSpec
@@ -239,14 +239,10 @@ def reparse(
     with Workspace.open(workspace, create=False, readonly=True) as ws:
         ensure_whole(ws, deep=False)  # never build on a workspace that lost commits
         n = processes_for(processes, ws.store.responses_size()[0], sample)
-    # Everything alive now (the imported modules, the compiled spec) lives as long as
-    # the run: frozen, the garbage collector stops walking it on every full collection,
-    # in this process and in the workers forked next (Python's advice for a fork); ~a
-    # tenth of a reparse's CPU went to those walks (docs/benchmarks.md, "Reparse and the
-    # garbage collector"). Unfrozen at the end: a caller's later garbage stays collectable.
-    frozen = gc.get_freeze_count() == 0
-    if frozen:
-        gc.freeze()
+    # what start-up built lives as long as the run, and the workers forked next inherit
+    # it: the collector stops walking it (framework/heap.py)
+    heap = FrozenHeap()
+    heap.freeze()
     parser = _Parser(job, n)  # forks now: before a connection or thread exists to copy
     try:
         ws = Workspace.open(workspace, create=False)
@@ -259,8 +255,7 @@ def reparse(
             ws.close()
     finally:
         parser.close()
-        if frozen:
-            gc.unfreeze()
+        heap.thaw()
 
 
 def _compile(spec: JobSpec) -> tuple[CompiledJob, dict[str, Any]]:
@@ -286,6 +281,8 @@ class _ParseOnly:
     def __init__(self, job: CompiledJob) -> None:
         self.job = job
 
+    _outcome = CrawlRuntime._outcome
+
     def _page_outcome(self, row: Row, status: int, url: str, result: PageResult) -> PageResult:
         return result
 
@@ -293,14 +290,7 @@ class _ParseOnly:
 def parse(job: CompiledJob, row: Row, stored: StoredResponse) -> Parsed:
     """The crawl's parse of one stored page (see :class:`_ParseOnly`)."""
     response = rebuild(stored)
-    try:
-        return cast(Parsed, CrawlRuntime.outcome_for(cast(Any, _ParseOnly(job)), row, response))
-    finally:
-        # The response and its selector refer to each other (Scrapy's selector keeps
-        # `.response`), so without this the page, its body and its whole lxml tree wait
-        # for the garbage collector; cut here, they are freed as the page is done.
-        if isinstance(response, TextResponse):
-            response._cached_selector = None
+    return cast(Parsed, CrawlRuntime.outcome_for(cast(Any, _ParseOnly(job)), row, response))
 
 
 _WORKER_JOB: CompiledJob | None = None  # a worker's compiled spec, inherited at fork

@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from scrapy.http import TextResponse
 from scrapy.utils._compression import _DecompressionMaxSizeExceeded
 
 from framework.crawl.blocking import REASON_BLOCKED, Block, Detector
@@ -62,6 +63,7 @@ from framework.crawl.workers import (
     shared_crawl_lock,
 )
 from framework.errors import EXIT_HALTED, EXIT_OK, UsageError, WorkspaceBroken, WorkspaceFull
+from framework.heap import FrozenHeap
 from framework.workspace import (
     ErrorKind,
     ItemWrite,
@@ -186,6 +188,7 @@ class CrawlRuntime:
         self.limits = limits
         self.fresh = fresh
         self.counters = RunCounters()
+        self.heap = FrozenHeap()  # frozen once the crawl starts, thawed by close()
         self.issued = 0
         self.capped = False
         self.stop_reason: str | None = None
@@ -669,6 +672,17 @@ class CrawlRuntime:
     def outcome_for(self, row: Row, response: Response) -> Outcome:
         """What ``response`` means for ``row`` under the spec: the crawl's and the
         reparse's one path from a page to an outcome (nothing is committed here)."""
+        try:
+            return self._outcome(row, response)
+        finally:
+            # Scrapy's selector keeps `.response`: the page, its body and its lxml tree
+            # refer to each other and would wait for the garbage collector. Nothing reads
+            # the tree after this (a later `.selector` would build it again), so the
+            # cycle is cut and they are freed when the page is done.
+            if isinstance(response, TextResponse):
+                response._cached_selector = None
+
+    def _outcome(self, row: Row, response: Response) -> Outcome:
         status = response.status
         error: tuple[ErrorKind, str] | None = None
         result: PageResult | None = None
@@ -1401,6 +1415,7 @@ class CrawlRuntime:
             self._stop_worker()
             self._stack.close()
             self.ws.close()
+            self.heap.thaw()
         return final
 
     def _stop_worker(self) -> None:

@@ -158,6 +158,7 @@ class JobSpider(scrapy.Spider):
             for url in self.spec.start_urls:
                 yield self.parse_request(self.compiled.start_kind, url)
             return
+        self.runtime.heap.freeze()  # start-up is done: what it built lives as long as the run
         # the login comes before any other request, and before any row is touched
         if self.session is not None and not await self.session.start():
             if self.session.failed is None:
