@@ -3,7 +3,7 @@
 A crawl or a reparse imports Scrapy, Twisted, pydantic and the spec's models, and
 compiles the spec, before its first page: hundreds of thousands of objects that live as
 long as the run. CPython's garbage collector walks all of them on each full collection,
-and the pages a run reads bring one every few thousand pages. ``gc.freeze()`` moves what
+which a run's own allocations set off every few thousand pages. ``gc.freeze()`` moves what
 is alive into a generation the collector ignores (Python's own advice before a fork: the
 reparse's workers inherit it). Frozen objects still die by reference counting; only a
 frozen cycle that becomes garbage waits until :meth:`FrozenHeap.thaw`, which the run

@@ -303,3 +303,19 @@ def test_the_reparse_freezes_its_start_up_heap_and_thaws_it(crawled, monkeypatch
     assert len(during) == 1
     assert during[0] > 1000  # the modules and the compiled spec, at least
     assert gc.get_freeze_count() == 0
+
+
+def test_a_reparse_that_cannot_start_its_workers_thaws_too(crawled, monkeypatch) -> None:
+    import gc
+
+    from framework.crawl import reparse
+
+    spec, ws = crawled
+
+    def no_fork(job: Any, n: int) -> Any:
+        raise OSError("fork failed")
+
+    monkeypatch.setattr(reparse, "_Parser", no_fork)
+    with pytest.raises(OSError, match="fork failed"):
+        reparse.reparse(spec, ws, processes=2)
+    assert gc.get_freeze_count() == 0

@@ -243,18 +243,20 @@ def reparse(
     # it: the collector stops walking it (framework/heap.py)
     heap = FrozenHeap()
     heap.freeze()
-    parser = _Parser(job, n)  # forks now: before a connection or thread exists to copy
     try:
-        ws = Workspace.open(workspace, create=False)
+        parser = _Parser(job, n)  # forks now: before a connection or thread exists to copy
         try:
-            runtime = CrawlRuntime(ws, job, spec_hash, Limits(store_responses=False))
-            with ws.lock("crawl"):
-                every = progress.interval(progress_mode, settings.get(progress.INTERVAL_ENV))
-                return _run(runtime, ws, spec_hash, parser, progress_mode, every)
+            ws = Workspace.open(workspace, create=False)
+            try:
+                runtime = CrawlRuntime(ws, job, spec_hash, Limits(store_responses=False))
+                with ws.lock("crawl"):
+                    every = progress.interval(progress_mode, settings.get(progress.INTERVAL_ENV))
+                    return _run(runtime, ws, spec_hash, parser, progress_mode, every)
+            finally:
+                ws.close()
         finally:
-            ws.close()
+            parser.close()
     finally:
-        parser.close()
         heap.thaw()
 
 
