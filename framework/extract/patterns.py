@@ -84,19 +84,31 @@ class LimitExceeded(Exception):
 
 
 class Budget:
-    """The running page's limits and deadline (process CPU seconds; inf: no page)."""
+    """The running page's limits and regex deadline, in CPU seconds of the thread that
+    extracts (inf: no page; None: a page whose first regex has not run yet).
+
+    The clock starts at the page's first regex, not when the page does: most pages run
+    none, and reading a CPU clock is a system call. It is the thread's clock, not the
+    process's: the crawl's other threads (the group commit, the checkpointer) do not
+    spend a page's budget, and ``time.process_time()``, which must add up every
+    thread's time, took ~0.35 ms a call in a crawl of two processes on two busy cores
+    (a cProfile of `--processes 2`: 1.16 s over 3,300 pages; docs/benchmarks.md)."""
 
     __slots__ = ("deadline", "limits")
 
-    def __init__(self, limits: Limits, deadline: float = float("inf")) -> None:
+    def __init__(self, limits: Limits, deadline: float | None = float("inf")) -> None:
         self.limits = limits
         self.deadline = deadline
 
     def timeout(self, what: str) -> float | None:
         """Seconds left for one regex call (None outside a page), or raise when spent."""
-        if self.deadline == float("inf"):
+        deadline = self.deadline
+        if deadline == float("inf"):
             return None
-        left = self.deadline - time.process_time()
+        now = time.thread_time()
+        if deadline is None:  # the page's first regex: its clock starts now
+            deadline = self.deadline = now + self.limits.timeout
+        left = deadline - now
         if left <= 0:
             raise self.spent(what)
         return left
@@ -133,10 +145,11 @@ def budget() -> Budget:
 
 @contextmanager
 def page_budget(limits: Limits) -> Iterator[Budget]:
-    """Run one page's extraction under ``limits``; the time budget starts now."""
+    """Run one page's extraction under ``limits``; the time budget starts with its
+    first regex (see :class:`Budget`)."""
     global _active
     previous = _active
-    _active = Budget(limits, time.process_time() + limits.timeout)
+    _active = Budget(limits, None)
     try:
         yield _active
     finally:
