@@ -89,10 +89,10 @@ class Budget:
 
     The clock starts at the page's first regex, not when the page does: most pages run
     none, and reading a CPU clock is a system call. It is the thread's clock, not the
-    process's: the crawl's other threads (the group commit, the checkpointer) do not
-    spend a page's budget, and ``time.process_time()``, which must add up every
-    thread's time, took ~0.35 ms a call in a crawl of two processes on two busy cores
-    (a cProfile of `--processes 2`: 1.16 s over 3,300 pages; docs/benchmarks.md)."""
+    process's: the crawl's other threads (the group commit, the checkpointer) must not
+    spend a page's budget. (A cProfile of `--processes 2` had put 1.16 s of 3,300 pages
+    in ``time.process_time()``; that was wall time, the process descheduled on busy
+    cores, not CPU: the change bought no CPU measurable in the benches.)"""
 
     __slots__ = ("deadline", "limits")
 
