@@ -47,6 +47,7 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -241,23 +242,18 @@ def reparse(
         n = processes_for(processes, ws.store.responses_size()[0], sample)
     # what start-up built lives as long as the run, and the workers forked next inherit
     # it: the collector stops walking it (framework/heap.py)
-    heap = FrozenHeap()
-    heap.freeze()
-    try:
+    with ExitStack() as stack:  # closed in reverse: the workspace, the workers, the heap
+        heap = FrozenHeap()
+        heap.freeze()
+        stack.callback(heap.thaw)
         parser = _Parser(job, n)  # forks now: before a connection or thread exists to copy
-        try:
-            ws = Workspace.open(workspace, create=False)
-            try:
-                runtime = CrawlRuntime(ws, job, spec_hash, Limits(store_responses=False))
-                with ws.lock("crawl"):
-                    every = progress.interval(progress_mode, settings.get(progress.INTERVAL_ENV))
-                    return _run(runtime, ws, spec_hash, parser, progress_mode, every)
-            finally:
-                ws.close()
-        finally:
-            parser.close()
-    finally:
-        heap.thaw()
+        stack.callback(parser.close)
+        ws = Workspace.open(workspace, create=False)
+        stack.callback(ws.close)
+        runtime = CrawlRuntime(ws, job, spec_hash, Limits(store_responses=False))
+        with ws.lock("crawl"):
+            every = progress.interval(progress_mode, settings.get(progress.INTERVAL_ENV))
+            return _run(runtime, ws, spec_hash, parser, progress_mode, every)
 
 
 def _compile(spec: JobSpec) -> tuple[CompiledJob, dict[str, Any]]:
