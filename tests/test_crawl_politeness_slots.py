@@ -2,13 +2,17 @@
 
 Scrapy 2.19 on the asyncio reactor starts a slot's whole queue at once
 (framework/crawl/downloader.py says why); the framework's downloader keeps the limit.
-The control runs the same crawl with Scrapy's own downloader: when it stops exceeding
-the limit, Scrapy has fixed the loop and framework.crawl.downloader can go.
+The control runs the same crawl with Scrapy's own downloader and Twisted's HTTP client:
+when it stops exceeding the limit, Scrapy has fixed the loop and
+framework.crawl.downloader can go. (The framework's aiohttp client caps connections per
+host as well, but a request queued there would spend its DOWNLOAD_TIMEOUT waiting, and
+the slot's priority order would be lost: the downloader's limit is the one that counts.)
 """
 
 from __future__ import annotations
 
 from tests.fixtures.blocking_site import ITEMS, BlockingSite
+from tests.fixtures.crawl import TWISTED_CLIENT
 from tests.test_crawl_fightback import EXIT_OK, crawl, write_spec
 
 
@@ -28,7 +32,11 @@ def test_per_host_concurrency_from_the_spec_holds(blocking_site, tmp_path):
         job="settings: {CONCURRENT_REQUESTS_PER_DOMAIN: 2}\n",
     )
     result = crawl(
-        spec, tmp_path / "ws-scrapy", "-s", "DOWNLOADER=scrapy.core.downloader.Downloader"
+        spec,
+        tmp_path / "ws-scrapy",
+        "-s",
+        "DOWNLOADER=scrapy.core.downloader.Downloader",
+        *TWISTED_CLIENT,
     )
     assert result.returncode == EXIT_OK, result.stderr[-3000:]
     assert control.pages.max_in_flight > 2

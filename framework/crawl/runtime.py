@@ -32,6 +32,7 @@ import hashlib
 import logging
 import math
 import random
+import ssl
 import time
 from collections import Counter, deque
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
@@ -1569,11 +1570,13 @@ def _causes(exc: BaseException) -> Iterator[BaseException]:
 
 
 def _tls_failed(exc: BaseException) -> bool:
+    """A TLS error anywhere in the chain: Python's ``ssl`` (the aiohttp client,
+    framework/crawl/http.py) or pyOpenSSL's (Twisted's client, one setting away)."""
     try:
-        from OpenSSL.SSL import Error as SSLError
+        from OpenSSL.SSL import Error as OpenSSLError
     except ImportError:  # pragma: no cover - pyOpenSSL comes with Scrapy
-        return False
-    return any(isinstance(c, SSLError) for c in _causes(exc))
+        return any(isinstance(c, ssl.SSLError) for c in _causes(exc))
+    return any(isinstance(c, (ssl.SSLError, OpenSSLError)) for c in _causes(exc))
 
 
 def _describe(exc: BaseException) -> str:

@@ -1,0 +1,101 @@
+"""The crawl's HTTP client: Scrapy's download handler on aiohttp, built on first use and
+sending every URL as Scrapy encoded it.
+
+Why not Scrapy's default (Twisted's HTTP/1.1 client): its response parser is pure
+Python and was ~10% of a crawl's profile; aiohttp's is C. Measured with
+``bench/bench_versions.py`` (docs/benchmarks.md, "The HTTP client"): the same crawl
+took 0.875x the CPU. Everything around the client stays Scrapy's: the download
+middlewares (safety, redirects, cookies, decompression), ``DOWNLOAD_TIMEOUT``,
+``DOWNLOAD_MAXSIZE``/``WARNSIZE`` and data loss (``BaseStreamingDownloadHandler``),
+proxies, TLS from Scrapy's settings (``DOWNLOAD_VERIFY_CERTIFICATES``, off by default as
+in Scrapy), and aiohttp's pool holds ``CONCURRENT_REQUESTS`` and
+``CONCURRENT_REQUESTS_PER_DOMAIN`` as well.
+
+Two changes to Scrapy's class, which Scrapy 2.19 marks experimental:
+
+* **Built on first use** (``lazy``). Scrapy builds a non-lazy handler with the
+  downloader, which ``framework crawl`` reaches before the asyncio loop runs, and
+  aiohttp's connector needs a running loop.
+* **URLs sent verbatim.** Scrapy's handler gives aiohttp the URL as a string, which
+  yarl re-normalises: ``?next=http%3A%2F%2Fo%2F`` went out as ``?next=http://o/``,
+  ``%7E`` as ``~``, ``/a/../b`` as ``/b``; a signed URL would no longer match its
+  signature. A Request's URL is already encoded (``safe_url_string``), so it goes out
+  as it is, as Twisted's client sends it. (Scrapy's own switch for this, the
+  ``verbatim_url`` meta key, also changes the request's fingerprint and stops a
+  redirect's ``Location`` being encoded, so it is not used.)
+
+Twisted's client is one setting away: ``-s DOWNLOAD_HANDLERS='{"http":
+"scrapy.core.downloader.handlers.http11.HTTP11DownloadHandler", "https":
+"scrapy.core.downloader.handlers.http11.HTTP11DownloadHandler"}'`` (the other schemes
+stay refused: the setting is merged key by key). Scrapy is pinned to 2.19.x; the tests
+in tests/test_crawl_http_client.py run HTTPS, a refused certificate and an encoded URL
+through this class, and every crawl test runs on it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, ClassVar
+
+import aiohttp
+import yarl
+from scrapy.core.downloader.handlers._aiohttp import AiohttpDownloadHandler, _ClientResponse
+from scrapy.exceptions import (
+    CannotResolveHostError,
+    DownloadConnectionRefusedError,
+    DownloadFailedError,
+    DownloadTimeoutError,
+    UnsupportedURLSchemeError,
+)
+
+if TYPE_CHECKING:
+    from scrapy import Request
+
+
+class HttpHandler(AiohttpDownloadHandler):
+    lazy: ClassVar[bool] = True  # type: ignore[misc]  # see the module docstring
+    # Scrapy logs a warning per crawl for an experimental handler; the framework has
+    # chosen this one on purpose and tests it (the module docstring), so it says nothing
+    experimental: ClassVar[bool] = False
+
+    @asynccontextmanager
+    async def _make_request(
+        self, request: Request, timeout: float
+    ) -> AsyncIterator[_ClientResponse]:
+        # Scrapy 2.19's _make_request, line for line, but for the URL (encoded=True)
+        proxy = self._extract_proxy_url_with_creds(request)
+        headers = self._request_headers(request).to_tuple_list()
+        url = yarl.URL(request.url, encoded=True)
+        try:
+            async with await self._session.request(
+                request.method,
+                url,
+                data=request.body,
+                headers=headers,
+                timeout=aiohttp.ClientTimeout(total=timeout),
+                ssl=self._ssl_context,
+                allow_redirects=False,
+                proxy=proxy,
+            ) as response:
+                yield response  # type: ignore[misc]  # response_class=_ClientResponse
+        except TimeoutError as e:
+            raise DownloadTimeoutError(
+                f"Getting {request.url} took longer than {timeout} seconds."
+            ) from e
+        except (aiohttp.InvalidUrlClientError, aiohttp.NonHttpUrlClientError) as e:
+            raise UnsupportedURLSchemeError(str(e)) from e
+        except aiohttp.ClientConnectorDNSError as e:
+            raise CannotResolveHostError(_connect_message(e)) from e
+        except aiohttp.ClientConnectorError as e:
+            raise DownloadConnectionRefusedError(_connect_message(e)) from e
+        except aiohttp.ClientError as e:
+            raise DownloadFailedError(str(e)) from e
+
+
+def _connect_message(e: aiohttp.ClientConnectorError) -> str:
+    """aiohttp's message without the repr of the SSL context it passed (``ssl:<ssl.
+    SSLContext object at 0x7f...>``, a new address each run): a row's note is compared
+    across rows and runs, so the same failure must read the same."""
+    reason = e.os_error.strerror or e.os_error
+    return f"Cannot connect to host {e.host}:{e.port} [{reason}]"
