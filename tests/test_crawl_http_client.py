@@ -38,6 +38,8 @@ from tests.fixtures.crawl import TWISTED_CLIENT, url_log
 from tests.fixtures.server import LocalServer
 from tests.test_crawl_fightback import EXIT_OK, SOURCE, crawl, write_spec
 from tests.test_crawl_fightback import assert_only_truth as stored_only_truth
+from tests.test_crawl_signals import DripServer
+from tests.test_crawl_signals import _spec as drip_spec
 
 QUICK_RETRIES = ("-s", "FRAMEWORK_RETRY_BACKOFF_BASE=0.05")
 
@@ -196,6 +198,27 @@ def test_a_url_reaches_the_server_as_the_url_log_has_it(tmp_path: Path, sites: A
     assert all(t.endswith("?" + EncodedLinks.QUERY) for t in details)
     # aiohttp given a string re-encodes it (yarl): %3A%2F -> ://, %7E -> ~, /a/../b -> /b
     assert set(logged) <= set(site.targets), sorted(set(logged) - set(site.targets))
+
+
+def test_a_body_that_trickles_for_ever_is_cut_at_the_download_timeout(tmp_path: Path) -> None:
+    """aiohttp's ``total`` timeout covers reading the body, not only the headers: a page
+    that sends a byte every 0.2 s is a ``timeout`` row, not a crawl held for ever."""
+    drip = DripServer().start()
+    try:
+        ws = tmp_path / "ws"
+        result = crawl(
+            drip_spec(tmp_path, drip.url), ws, "-s", "DOWNLOAD_TIMEOUT=1", *QUICK_RETRIES
+        )
+    finally:
+        drip.stop()
+    assert result.returncode != EXIT_OK, result.stderr[-3000:]
+    with Workspace.open(ws, create=False, readonly=True) as w:
+        (row,) = list(w.store.iter_rows())
+        kinds = [a["error_kind"] for a in w.store.attempts(row.id)]
+    assert row.status is RowStatus.ERROR
+    assert kinds == ["timeout"] * 3
+    assert row.last_error is not None
+    assert "took longer than 1" in row.last_error, row.last_error
 
 
 class OfflineResolver(AbstractResolver):

@@ -24,12 +24,14 @@ Two changes to Scrapy's class, which Scrapy 2.19 marks experimental:
   ``verbatim_url`` meta key, also changes the request's fingerprint and stops a
   redirect's ``Location`` being encoded, so it is not used.)
 
-Twisted's client is one setting away: ``-s DOWNLOAD_HANDLERS='{"http":
-"scrapy.core.downloader.handlers.http11.HTTP11DownloadHandler", "https":
-"scrapy.core.downloader.handlers.http11.HTTP11DownloadHandler"}'`` (the other schemes
-stay refused: the setting is merged key by key). Scrapy is pinned to 2.19.x; the tests
-in tests/test_crawl_http_client.py run HTTPS, a refused certificate and an encoded URL
-through this class, and every crawl test runs on it.
+Twisted's client is one setting away: ``DOWNLOAD_HANDLERS`` naming
+``scrapy.core.downloader.handlers.http11.HTTP11DownloadHandler`` for http and https,
+the other schemes still ``None`` (``-s`` replaces the whole mapping; docs/operations.md
+gives the value, tests/fixtures/crawl.py ``TWISTED_CLIENT`` uses it). Scrapy is pinned
+to 2.19.x; tests/test_crawl_http_client.py runs HTTPS, a refused certificate, an
+encoded URL, a body that trickles past ``DOWNLOAD_TIMEOUT`` and the typed download
+errors through this class, and every crawl test runs on it. Host names are resolved by
+the system's resolver (aiohttp's), not through Scrapy's DNS cache.
 """
 
 from __future__ import annotations
