@@ -11,7 +11,7 @@ proxies, TLS from Scrapy's settings (``DOWNLOAD_VERIFY_CERTIFICATES``, off by de
 in Scrapy), and aiohttp's pool holds ``CONCURRENT_REQUESTS`` and
 ``CONCURRENT_REQUESTS_PER_DOMAIN`` as well.
 
-Two changes to Scrapy's class, which Scrapy 2.19 marks experimental:
+Scrapy 2.19 marks its class experimental. What this one changes:
 
 * **Built on first use** (``lazy``). Scrapy builds a non-lazy handler with the
   downloader, which ``framework crawl`` reaches before the asyncio loop runs, and
@@ -23,14 +23,19 @@ Two changes to Scrapy's class, which Scrapy 2.19 marks experimental:
   as it is, as Twisted's client sends it. (Scrapy's own switch for this, the
   ``verbatim_url`` meta key, also changes the request's fingerprint and stops a
   redirect's ``Location`` being encoded, so it is not used.)
+* **Header lines up to 16 KiB**, as Twisted's client reads them, not aiohttp's 8.
+* **Notes without what they should not carry**: aiohttp's parser quotes the bytes of a
+  header it refuses (a ``Set-Cookie``, maybe), and its connect errors the repr of an SSL
+  context (a new address each run); the messages keep the reason only.
 
 Twisted's client is one setting away: ``DOWNLOAD_HANDLERS`` naming
 ``scrapy.core.downloader.handlers.http11.HTTP11DownloadHandler`` for http and https,
 the other schemes still ``None`` (``-s`` replaces the whole mapping; docs/operations.md
 gives the value, tests/fixtures/crawl.py ``TWISTED_CLIENT`` uses it). Scrapy is pinned
 to 2.19.x; tests/test_crawl_http_client.py runs HTTPS, a refused certificate, an
-encoded URL, a body that trickles past ``DOWNLOAD_TIMEOUT`` and the typed download
-errors through this class, and every crawl test runs on it. Host names are resolved by
+encoded URL, a long header, a cookie too long to read, a body that trickles past
+``DOWNLOAD_TIMEOUT`` and the typed download errors through this class, and every crawl
+test runs on it. Host names are resolved by
 the system's resolver (aiohttp's), not through Scrapy's DNS cache.
 """
 
@@ -42,6 +47,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 import aiohttp
 import yarl
+from aiohttp.http_exceptions import HttpProcessingError, LineTooLong
 from scrapy.core.downloader.handlers._aiohttp import AiohttpDownloadHandler, _ClientResponse
 from scrapy.exceptions import (
     CannotResolveHostError,
@@ -55,6 +61,10 @@ if TYPE_CHECKING:
     from scrapy import Request
 
 
+#: the longest response header line read, as Twisted's client (LineReceiver.MAX_LENGTH)
+HEADER_LINE_MAX = 16384
+
+
 class HttpHandler(AiohttpDownloadHandler):
     lazy: ClassVar[bool] = True  # type: ignore[misc]  # see the module docstring
     # Scrapy logs a warning per crawl for an experimental handler; the framework has
@@ -66,6 +76,7 @@ class HttpHandler(AiohttpDownloadHandler):
         self, request: Request, timeout: float
     ) -> AsyncIterator[_ClientResponse]:
         # Scrapy 2.19's _make_request, line for line, but for the URL (encoded=True)
+        # and the header sizes
         proxy = self._extract_proxy_url_with_creds(request)
         headers = self._request_headers(request).to_tuple_list()
         url = yarl.URL(request.url, encoded=True)
@@ -79,6 +90,10 @@ class HttpHandler(AiohttpDownloadHandler):
                 ssl=self._ssl_context,
                 allow_redirects=False,
                 proxy=proxy,
+                # Twisted's client reads header lines up to 16 KiB; aiohttp's default
+                # of 8 KiB would refuse a long Set-Cookie or CSP that Scrapy accepts
+                max_line_size=HEADER_LINE_MAX,
+                max_field_size=HEADER_LINE_MAX,
             ) as response:
                 yield response  # type: ignore[misc]  # response_class=_ClientResponse
         except TimeoutError as e:
@@ -92,7 +107,7 @@ class HttpHandler(AiohttpDownloadHandler):
         except aiohttp.ClientConnectorError as e:
             raise DownloadConnectionRefusedError(_connect_message(e)) from e
         except aiohttp.ClientError as e:
-            raise DownloadFailedError(str(e)) from e
+            raise DownloadFailedError(_failed_message(e)) from e
 
 
 def _connect_message(e: aiohttp.ClientConnectorError) -> str:
@@ -101,3 +116,21 @@ def _connect_message(e: aiohttp.ClientConnectorError) -> str:
     across rows and runs, so the same failure must read the same."""
     reason = e.os_error.strerror or e.os_error
     return f"Cannot connect to host {e.host}:{e.port} [{reason}]"
+
+
+def _failed_message(e: aiohttp.ClientError) -> str:
+    """aiohttp's message, but for a response its parser refused: that message quotes
+    the bytes it choked on (up to 100 of a header line, which may be a ``Set-Cookie``),
+    and no note or log line carries a cookie (docs/operations.md, "Secrets"). What was
+    wrong is in the parser's error class (``LineTooLong``, ``InvalidHeader``,
+    ``BadStatusLine``...), which Twisted's client would not have said at all."""
+    if not isinstance(e, aiohttp.ClientResponseError):
+        return str(e)
+    cause: BaseException | None = e
+    while cause is not None:
+        if isinstance(cause, HttpProcessingError) and type(cause) is not HttpProcessingError:
+            if isinstance(cause, LineTooLong):
+                return f"invalid HTTP response: LineTooLong (over {cause.args[1]} bytes)"
+            return f"invalid HTTP response: {type(cause).__name__}"
+        cause = cause.__cause__
+    return f"invalid HTTP response ({e.status})"
