@@ -30,6 +30,7 @@ import pytest
 
 from framework.demo.site import DemoSite
 from framework.workspace import ItemWrite, NewRow, Outcome, RowStatus, Workspace
+from framework.workspace.sqlite_base import CHECKPOINT_EVERY
 from tests.fixtures.crawl import CLI, item_hashes, url_log
 
 EXIT_CHECKPOINT = 3
@@ -329,14 +330,15 @@ def test_a_lost_state_file_is_not_silently_started_over(
 KILLED = """
 import os, sys, time
 from framework.workspace import NewRow, Outcome, Workspace, utc_now
+from framework.workspace.sqlite_base import CHECKPOINT_EVERY
 
 ws = Workspace.open(sys.argv[1])
-rows = ws.store.seed([NewRow("detail", f"http://site/{i}") for i in range(13)])
+rows = ws.store.seed([NewRow("detail", f"http://site/{i}") for i in range(CHECKPOINT_EVERY + 5)])
 for n, row in enumerate(rows, 1):
     res = ws.store.commit(Outcome(row.id, ok=True, http_status=200))
     ws.urls.append({"time": utc_now(), "url": row.url, "outcome": "ok", "row": row.id,
                     "attempt": res.attempt})
-    if n == 8:  # the 8th commit asks for a checkpoint: let it finish, then no other runs
+    if n == CHECKPOINT_EVERY:  # this commit asks for a checkpoint: let it finish, no other runs
         while ws.store._checkpointer is None or ws.store._checkpointer.runs < 1:
             time.sleep(0.01)
 os._exit(0)  # as kill -9 would: no close, so the last commits live in the WAL only
@@ -354,7 +356,9 @@ def test_a_wal_deleted_after_a_kill_is_flagged(tmp_path: Path) -> None:
     status = _cli("status", "x", "--workspace", str(ws), "--json")
     assert status.returncode == EXIT_HALTED, status.stderr[-2000:]
     line = _one_clean_line(status.stderr, "ok rows that state.sqlite lacks")
-    assert "urls.jsonl names 5 ok rows that state.sqlite lacks (row 9, 10, 11, 12, 13)" in line
+    lost = list(range(CHECKPOINT_EVERY + 1, CHECKPOINT_EVERY + 6))
+    named = ", ".join(map(str, lost))
+    assert f"urls.jsonl names 5 ok rows that state.sqlite lacks (row {named})" in line
     report = json.loads(status.stdout)
-    assert report["integrity"]["lost_examples"] == [9, 10, 11, 12, 13]
-    assert report["rows"]["by_status"]["ok"] == 8
+    assert report["integrity"]["lost_examples"] == lost
+    assert report["rows"]["by_status"]["ok"] == CHECKPOINT_EVERY

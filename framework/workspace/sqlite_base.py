@@ -39,9 +39,13 @@ from framework.workspace.records import SCHEMA_VERSION, ErrorKind, Row, RowStatu
 
 CHUNK = 500  # rows per page of a streaming read, and per multi-row INSERT
 BUSY_TIMEOUT_MS = 30_000
-# A page commit writes ~8 pages (rows, attempts, items and their indexes) to the WAL:
-# a checkpoint every 8 commits keeps the WAL near 256 KB in steady state.
-CHECKPOINT_EVERY = 8  # commits between two background checkpoints
+# Outcomes (pages) committed between two background checkpoints. Each checkpoint copies
+# the newest copy of every page the WAL holds and syncs the file, and a group commit
+# rewrites the same hot pages (indexes, the rows table) page after page, so fewer
+# checkpoints copy less: 64 took 0.917x the CPU of a crawl that checkpointed every 8
+# (32: 0.955x; docs/benchmarks.md, "Fewer checkpoints"), the WAL peaking at ~2.5 MB
+# on the demo's pages, under WAL_SIZE_LIMIT and far under the inline fallback.
+CHECKPOINT_EVERY = 64
 AUTOCHECKPOINT_PAGES = 2048  # fallback: SQLite checkpoints inline past ~8 MB of WAL
 WAL_SIZE_LIMIT = 4 * 2**20  # past this the background thread truncates the WAL file,
 WAL_TRUNCATE_MIN = 2**20  # ... or past the database's own size, if over this
