@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import socket
 import subprocess
 import time
 from collections.abc import Callable
@@ -30,6 +29,7 @@ from framework.demo.faults import Fault
 from framework.workspace import RowStatus, Workspace
 from framework.workspace.deferrals import NOT_BEFORE_META
 from tests.fixtures.crawl import CLI, TWISTED_CLIENT, events, url_log
+from tests.fixtures.server import closed_port
 
 EXIT_OK = 0
 EXIT_CHECKPOINT = 3
@@ -59,13 +59,6 @@ class OfflineResolver:
 
     def getHostByName(self, name: str, timeout: Any = ()) -> defer.Deferred[str]:
         return defer.fail(DNSLookupError(f"no results for hostname lookup: {name}"))
-
-
-def _closed_port() -> int:
-    """A loopback port nothing listens on (bound, then closed)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _only_row(ws: Path) -> tuple[Any, list[dict[str, Any]]]:
@@ -98,7 +91,7 @@ def _assert_spaced(attempts: list[dict[str, Any]]) -> None:
 @pytest.mark.parametrize(
     ("base", "kind", "extra"),
     [
-        pytest.param(f"http://127.0.0.1:{_closed_port()}", "connect", (), id="refused"),
+        pytest.param(f"http://127.0.0.1:{closed_port()}", "connect", (), id="refused"),
         # Twisted's client with an offline resolver: the framework's client (aiohttp)
         # would ask the machine's resolver, which forwards .invalid lookups; its DNS
         # errors are typed in tests/test_crawl_http_client.py
@@ -155,7 +148,7 @@ def test_a_host_that_cannot_be_reached_is_a_checkpoint_and_its_rows_stay_retryab
 
 
 def test_a_host_that_comes_back_is_crawled_to_the_end(make_site, good_spec, tmp_path, crawl_cli):
-    port = _closed_port()
+    port = closed_port()
     spec = good_spec("cases", f"http://127.0.0.1:{port}", tmp_path)
     ws = tmp_path / "ws"
     r = _crawl(crawl_cli, spec, ws)

@@ -14,6 +14,7 @@ import datetime
 import ipaddress
 import socket
 import ssl
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -35,20 +36,13 @@ from framework.crawl.workers import job_settings
 from framework.workspace import ErrorKind, RowStatus, Workspace
 from tests.fixtures.blocking_site import BlockingSite, truth
 from tests.fixtures.crawl import TWISTED_CLIENT, url_log
-from tests.fixtures.server import LocalServer
+from tests.fixtures.server import LocalServer, closed_port, stop_at_end
 from tests.test_crawl_fightback import EXIT_OK, SOURCE, crawl, write_spec
 from tests.test_crawl_fightback import assert_only_truth as stored_only_truth
 from tests.test_crawl_signals import DripServer
 from tests.test_crawl_signals import _spec as drip_spec
 
 QUICK_RETRIES = ("-s", "FRAMEWORK_RETRY_BACKOFF_BASE=0.05")
-
-
-def closed_port() -> int:
-    """A loopback port nothing listens on (bound, then closed)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def self_signed(into: Path) -> tuple[Path, Path]:
@@ -145,11 +139,9 @@ class CookieTooLong(BlockingSite):
 
 
 @pytest.fixture
-def sites() -> Any:
-    started: list[BlockingSite] = []
-    yield started
-    for site in started:
-        site.stop()
+def serve() -> Iterator[Callable[[BlockingSite], BlockingSite]]:
+    """``serve(site)`` starts the site; every one is stopped when the test ends."""
+    yield from stop_at_end(lambda site: site.start())
 
 
 def test_the_default_client_is_the_frameworks_and_twisted_is_one_setting_away(
@@ -179,16 +171,14 @@ def crawled_whole(site: BlockingSite, tmp_path: Path) -> Path:
     return ws
 
 
-def test_https_with_a_self_signed_certificate_is_crawled(tmp_path: Path, sites: Any) -> None:
-    site = TlsSite(*self_signed(tmp_path)).start()
-    sites.append(site)
+def test_https_with_a_self_signed_certificate_is_crawled(tmp_path: Path, serve: Any) -> None:
+    site = serve(TlsSite(*self_signed(tmp_path)))
     ws = crawled_whole(site, tmp_path)
     assert all(line["url"].startswith("https://") for line in url_log(ws))
 
 
-def test_a_refused_certificate_is_a_tls_note_on_the_row(tmp_path: Path, sites: Any) -> None:
-    site = TlsSite(*self_signed(tmp_path)).start()
-    sites.append(site)
+def test_a_refused_certificate_is_a_tls_note_on_the_row(tmp_path: Path, serve: Any) -> None:
+    site = serve(TlsSite(*self_signed(tmp_path)))
     spec = write_spec(tmp_path, site.url)
     ws = tmp_path / "ws"
     result = crawl(spec, ws, "-s", "DOWNLOAD_VERIFY_CERTIFICATES=True", *QUICK_RETRIES)
@@ -206,9 +196,8 @@ def test_a_refused_certificate_is_a_tls_note_on_the_row(tmp_path: Path, sites: A
     assert site.pages.requests == 0  # no request got through the handshake
 
 
-def test_a_url_reaches_the_server_as_the_url_log_has_it(tmp_path: Path, sites: Any) -> None:
-    site = EncodedLinks().start()
-    sites.append(site)
+def test_a_url_reaches_the_server_as_the_url_log_has_it(tmp_path: Path, serve: Any) -> None:
+    site = serve(EncodedLinks())
     ws = crawled_whole(site, tmp_path)
     logged = []
     for line in url_log(ws):
@@ -242,19 +231,17 @@ def test_a_body_that_trickles_for_ever_is_cut_at_the_download_timeout(tmp_path: 
     assert "took longer than 1" in row.last_error, row.last_error
 
 
-def test_a_header_line_twisteds_client_reads_is_read(tmp_path: Path, sites: Any) -> None:
-    site = LongHeaders().start()
-    sites.append(site)
+def test_a_header_line_twisteds_client_reads_is_read(tmp_path: Path, serve: Any) -> None:
+    site = serve(LongHeaders())
     crawled_whole(site, tmp_path)
 
 
 def test_a_header_the_client_refuses_is_not_quoted_in_a_note_or_a_log(
-    tmp_path: Path, sites: Any
+    tmp_path: Path, serve: Any
 ) -> None:
     """aiohttp's parser quotes the start of a line it refuses; that may be a cookie."""
     secret = "session=TOPSECRET-" + "y" * 20
-    site = CookieTooLong(secret).start()
-    sites.append(site)
+    site = serve(CookieTooLong(secret))
     ws = tmp_path / "ws"
     result = crawl(write_spec(tmp_path, site.url), ws, "-L", "DEBUG", *QUICK_RETRIES)
     assert result.returncode != EXIT_OK, result.stderr[-3000:]

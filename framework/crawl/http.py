@@ -35,8 +35,8 @@ gives the value, tests/fixtures/crawl.py ``TWISTED_CLIENT`` uses it). Scrapy is 
 to 2.19.x; tests/test_crawl_http_client.py runs HTTPS, a refused certificate, an
 encoded URL, a long header, a cookie too long to read, a body that trickles past
 ``DOWNLOAD_TIMEOUT`` and the typed download errors through this class, and every crawl
-test runs on it. Host names are resolved by
-the system's resolver (aiohttp's), not through Scrapy's DNS cache.
+test runs on it. Host names are resolved by the system's resolver (aiohttp's), not
+through Scrapy's DNS cache.
 """
 
 from __future__ import annotations
