@@ -140,6 +140,8 @@ def test_a_reparse_killed_at_any_moment_leaves_a_whole_workspace(crawled, tmp_pa
 
     with Workspace.open(ws, create=False, readonly=True) as opened:
         ensure_whole(opened, deep=True)
+        # both digests of the detail kind: the next reparse reads all its pages again
+        assert len(opened.read_with()["detail"]) == 2
     partial = item_hashes(ws)
     assert sorted(partial) == sorted(old)
     changed = {k for k in old if partial[k][0] != old[k][0]}

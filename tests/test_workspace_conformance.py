@@ -97,6 +97,21 @@ def test_schema_is_created_once_and_a_newer_one_is_refused(backend: Backend) -> 
         backend.open()
 
 
+def test_meta_keys_are_found_by_their_exact_prefix_and_deleted(store: Any) -> None:
+    keys = ["read_with:a_b:1", "read_with:a_b:2", "read_withXa_b:3", "read_with:%:4", "other"]
+    store.set_metas({k: "t" for k in keys})
+    # `_` and `%` are characters of the prefix, not patterns
+    assert store.metas("read_with:a_") == {"read_with:a_b:1": "t", "read_with:a_b:2": "t"}
+    assert store.metas("read_with:%") == {"read_with:%:4": "t"}
+    store.delete_metas(["read_with:a_b:1", "absent"])
+    assert sorted(store.metas("read_with")) == [
+        "read_with:%:4",
+        "read_with:a_b:2",
+        "read_withXa_b:3",
+    ]
+    assert store.get_meta("other") == "t"
+
+
 def test_a_readonly_store_reads_and_refuses_writes(backend: Backend) -> None:
     with pytest.raises(WorkspaceError):
         backend.open(readonly=True)  # nothing there yet: not a workspace

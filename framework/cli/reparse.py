@@ -28,11 +28,20 @@ from framework.project import find_root, resolve_job
     help="processes that parse the pages (one writes); auto: one per idle core (measured "
     "now, over 0.1 s), 1 for fewer than 1,000 stored pages",
 )
+@click.option(
+    "--all",
+    "every_kind",
+    is_flag=True,
+    help="read the pages of every kind, also those whose part of the spec did not change "
+    "since they were read",
+)
 @click.option("-q", "--quiet", is_flag=True, help="warnings and errors only, no progress line")
-def reparse(job: str, workspace: str | None, processes: str, quiet: bool) -> int:
-    """Re-extract every page stored in JOB's workspace with the current spec, without
+def reparse(job: str, workspace: str | None, processes: str, every_kind: bool, quiet: bool) -> int:
+    """Re-extract the pages stored in JOB's workspace with the current spec, without
     fetching anything: changed items get a new content hash (and ship again), new links
-    become pending rows for the next crawl.
+    become pending rows for the next crawl. Pages of a kind whose part of the spec (and
+    the job-level keys, the extraction limits, the framework's version) is the one they
+    were read with are left as they are, unless --all.
 
     Exit 0; 4 when the spec now extracts nothing, or pages that were read before now
     fail (see `framework status`); 2 on a bad call or a workspace with no stored pages."""
@@ -49,11 +58,11 @@ def reparse(job: str, workspace: str | None, processes: str, quiet: bool) -> int
     log.addHandler(handler)
     log.setLevel(logging.WARNING if quiet else logging.INFO)
     try:
-        result = run(spec_path, path, progress.mode(quiet), _processes(processes))
+        result = run(spec_path, path, progress.mode(quiet), _processes(processes), every_kind)
     finally:
         log.removeHandler(handler)
     c = result.counts
-    if not c["pages"] and not c["skipped"]:
+    if not c["pages"] and not c["skipped"] and not c["unchanged_kind"]:
         raise WorkspaceError(
             f"{spec.name}: the workspace keeps no pages to read again (crawled with "
             "store_responses: false, or not crawled yet); `framework crawl --fresh` "
@@ -66,6 +75,13 @@ def reparse(job: str, workspace: str | None, processes: str, quiet: bool) -> int
         f"{len(result.warnings)} warnings",
         err=True,
     )
+    if c["unchanged_kind"]:
+        kinds = ", ".join(result.unchanged_kinds)
+        click.echo(
+            f"{spec.name}: {c['unchanged_kind']} stored pages of kinds whose spec did not "
+            f"change since they were read ({kinds}) left as they are; --all reads them too",
+            err=True,
+        )
     if result.nothing_extracted:
         raise Halted(
             f"{spec.name}: the spec extracts nothing from the stored pages (see the warnings"

@@ -56,6 +56,7 @@ from scrapy.http import Headers, Response
 from scrapy.responsetypes import responsetypes
 
 from framework import progress
+from framework.crawl.fingerprint import kind_fingerprints
 from framework.crawl.page import CompiledJob, PageResult
 from framework.crawl.runtime import CrawlRuntime, Limits, nothing_extracted
 from framework.errors import Checkpoint, UsageError, WorkspaceError
@@ -65,6 +66,7 @@ from framework.settings import default_settings
 from framework.spec import load_spec
 from framework.spec.models import JobSpec
 from framework.workspace import ErrorKind, RowStatus, Workspace
+from framework.workspace.fill import EXTRACTION_EVENTS, last_extraction
 from framework.workspace.integrity import ensure_whole
 from framework.workspace.records import Outcome, Row, StoredResponse
 from framework.workspace.workspace import STATE_FILE
@@ -89,6 +91,7 @@ class ReparseResult:
     warnings: list[dict[str, Any]]
     nothing_extracted: bool
     processes: int = 1
+    unchanged_kinds: tuple[str, ...] = ()  # kinds whose pages were left unread
 
 
 def rebuild(stored: StoredResponse) -> Response:
@@ -223,11 +226,13 @@ def reparse(
     workspace: Path | str,
     progress_mode: str | None = None,
     processes: int | str = 1,
+    every_kind: bool = False,
 ) -> ReparseResult:
-    """Read every stored page of the job's workspace again with the spec at
+    """Read the stored pages of the job's workspace again with the spec at
     ``spec_path``; commit what it gives. Blocks until done; no network.
     ``progress_mode``: see :func:`framework.progress.mode` (None: no progress);
-    ``processes``: a number or ``auto`` (see :func:`processes_for`)."""
+    ``processes``: a number or ``auto`` (see :func:`processes_for`); ``every_kind``:
+    read the pages of kinds whose digest did not change too (see :func:`_unchanged`)."""
     sample = CoreSample()  # for `auto`: the start-up below is the measuring window
     spec = load_spec(spec_path)
     # a database URL (str) is checked by its read-only open below
@@ -253,7 +258,32 @@ def reparse(
         runtime = CrawlRuntime(ws, job, spec_hash, Limits(store_responses=False))
         with ws.lock("crawl"):
             every = progress.interval(progress_mode, settings.get(progress.INTERVAL_ENV))
-            return _run(runtime, ws, spec_hash, parser, progress_mode, every)
+            unchanged = frozenset() if every_kind else _unchanged(ws, job)
+            return _run(runtime, ws, spec_hash, parser, progress_mode, every, unchanged)
+
+
+def _unchanged(ws: Workspace, job: CompiledJob) -> frozenset[str]:
+    """The kinds every stored page of which was read with the digest the spec gives it
+    now (framework/crawl/fingerprint.py): reading them again would give what they gave.
+    A workspace from before digests were kept names none: every page is read."""
+    before = ws.read_with()
+    return frozenset(k for k, d in kind_fingerprints(job).items() if before.get(k) == {d})
+
+
+def _carried(ws: Workspace, kinds: frozenset[str]) -> dict[str, Any]:
+    """The last run's fill counts and warnings of ``kinds`` (pages this run leaves
+    unread, which would give them again): ``framework status`` reads the last run's as
+    the job's, so a reparse of one kind does not blank the others'."""
+    last: dict[str, Any] = {"fill": {}, "warnings": []}
+    if not kinds:
+        return last
+    for event in ws.events:
+        if event.get("event") in EXTRACTION_EVENTS:
+            last = last_extraction(event)
+    return {
+        "fill": {k: v for k, v in last["fill"].items() if k in kinds},
+        "warnings": [w for w in last["warnings"] if w.get("kind") in kinds],
+    }
 
 
 def _compile(spec: JobSpec) -> tuple[CompiledJob, dict[str, Any]]:
@@ -395,6 +425,7 @@ def _run(
     parser: _Parser,
     progress_mode: str | None,
     every: float,
+    unchanged: frozenset[str] = frozenset(),
 ) -> ReparseResult:
     spec = runtime.spec
     stored, size = ws.store.responses_size()
@@ -405,6 +436,7 @@ def _run(
         previous=previous,
         stored=stored,
         processes=parser.n,
+        unchanged_kinds=sorted(unchanged),
     )
     logger.info(
         "reparse %s: %d stored pages (%.1f MB), %d process%s",
@@ -414,9 +446,12 @@ def _run(
         parser.n,
         "es" if parser.n > 1 else "",
     )
+    carried = _carried(ws, unchanged)  # before this run's events: the last run's
     ws.record_spec(spec_hash)
+    digests = kind_fingerprints(runtime.job)
+    ws.mark_read_with(digests)  # before any commit: a kill leaves both digests, read again
     started = time.monotonic()
-    tally = {"pages": 0, "skipped": 0, "unknown": 0}
+    tally = {"pages": 0, "skipped": 0, "unknown": 0, "unchanged": 0}
     writer = _Writer(runtime)
     meter = progress.Meter(
         f"reparse {spec.name}",
@@ -446,13 +481,14 @@ def _run(
             meter.advance()
 
     with meter:
-        for chunk in _chunks(ws, runtime, tally, meter.advance):
+        for chunk in _chunks(ws, runtime, tally, meter.advance, unchanged):
             in_flight.append((chunk, parser.submit(chunk)))
             while len(in_flight) > parser.in_flight_max:
                 finish_one()
         while in_flight:
             finish_one()
         writer.flush()
+    ws.settle_read_with(digests)  # every stored page of every kind now read with these
     pages, skipped, unknown = tally["pages"], tally["skipped"], tally["unknown"]
     items = ws.store.item_counts()
     emitting = [n for n, k in runtime.job.kinds.items() if k.spec.emits]
@@ -466,6 +502,7 @@ def _run(
         "errors_by_kind": c.by_error,
         "newly_failed": writer.newly_failed,
         "skipped": skipped,
+        "unchanged_kind": tally["unchanged"],
         "unknown_kind": unknown,
         "rows_new": c.rows_new,
         "items_new": c.items_new,
@@ -476,6 +513,9 @@ def _run(
         "fallbacks": c.fallbacks,
     }
     warnings = runtime.findings.warnings()
+    fill = runtime.findings.fill()
+    for kind, entry in carried["fill"].items():
+        fill.setdefault(kind, entry)
     runtime.event(
         "reparse_finished",
         duration_s=round(time.monotonic() - started, 3),
@@ -488,19 +528,26 @@ def _run(
         },
         counts=counts,
         items=items,
-        warnings=warnings,
-        fill=runtime.findings.fill(),
+        warnings=warnings + carried["warnings"],
+        fill=fill,
+        **({"carried": sorted(carried["fill"])} if carried["fill"] else {}),
         **({"nothing_extracted": True} if empty else {}),
     )
     if unknown:
         logger.warning(
             "%d stored pages are of kinds the spec no longer has: left as they were", unknown
         )
-    return ReparseResult(spec.name, ws.path, counts, warnings, empty, parser.n)
+    return ReparseResult(
+        spec.name, ws.path, counts, warnings, empty, parser.n, tuple(sorted(unchanged))
+    )
 
 
 def _chunks(
-    ws: Workspace, runtime: CrawlRuntime, tally: dict[str, int], passed: Callable[[], None]
+    ws: Workspace,
+    runtime: CrawlRuntime,
+    tally: dict[str, int],
+    passed: Callable[[], None],
+    unchanged: frozenset[str] = frozenset(),
 ) -> Iterator[list[Page]]:
     """The stored pages to read again, in row order, ``CHUNK_PAGES`` at a time; the
     others are counted (and ``passed``) here."""
@@ -513,6 +560,10 @@ def _chunks(
             continue
         if row.kind not in job.kinds and row.kind not in job.subtabs:
             tally["unknown"] += 1  # a kind the spec no longer has: nothing can read it
+            passed()
+            continue
+        if row.kind in unchanged:
+            tally["unchanged"] += 1  # read with this very spec: it would give the same
             passed()
             continue
         tally["pages"] += 1

@@ -16,7 +16,7 @@ database or schema per job, named by the URL (``?options=-csearch_path=job1``).
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Self, TypeVar
 
@@ -473,6 +473,18 @@ class PgBase:
                 "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
                 list(values.items()),
             )
+
+    def metas(self, prefix: str) -> dict[str, str]:
+        # not LIKE: a prefix may hold `_` or `%`; not a range: the column's collation
+        # need not order by code point (the table is a few keys: a scan)
+        got = self._conn().execute(
+            "SELECT key, value FROM meta WHERE left(key, %s) = %s", (len(prefix), prefix)
+        )
+        return {str(k): str(v) for k, v in got}
+
+    def delete_metas(self, keys: Sequence[str]) -> None:
+        with self._tx() as conn, conn.cursor() as cur:
+            cur.executemany("DELETE FROM meta WHERE key = %s", [(k,) for k in keys])
 
 
 __all__ = ["PG_SCHEMA_VERSION", "PgBase", "RetryTransaction"]

@@ -535,6 +535,17 @@ class SqliteBase:
                 list(values.items()),
             )
 
+    def metas(self, prefix: str) -> dict[str, str]:
+        # not LIKE: a prefix may hold `_` or `%` (the table is a few keys: a scan)
+        got = self._conn().execute(
+            "SELECT key, value FROM meta WHERE substr(key, 1, ?) = ?", (len(prefix), prefix)
+        )
+        return {str(k): str(v) for k, v in got}
+
+    def delete_metas(self, keys: Sequence[str]) -> None:
+        with self._tx() as conn:
+            conn.executemany("DELETE FROM meta WHERE key = ?", [(k,) for k in keys])
+
     def __enter__(self) -> Self:
         return self
 

@@ -54,6 +54,14 @@ class Store(Protocol):
         """Several meta values in one transaction."""
         ...
 
+    def metas(self, prefix: str) -> dict[str, str]:
+        """Every meta key that starts with ``prefix``, and its value."""
+        ...
+
+    def delete_metas(self, keys: Sequence[str]) -> None:
+        """Remove meta keys (absent ones are no error), in one transaction."""
+        ...
+
     # queue -------------------------------------------------------------------
     def seed(self, rows: Sequence[NewRow]) -> list[Row]:
         """Insert start rows; return those that were new."""

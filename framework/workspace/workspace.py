@@ -12,7 +12,7 @@ import fcntl
 import json
 import os
 import socket
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -28,6 +28,7 @@ URLS_FILE = "urls.jsonl"
 EVENTS_FILE = "events.jsonl"
 SHIP_LOG_FILE = "ship-log.jsonl"
 SPEC_HISTORY_MAX = 100  # spec hashes kept in meta `spec_history`
+READ_WITH = "read_with:"  # meta keys `read_with:<kind>:<digest>` (Workspace.read_with)
 
 
 class Workspace:
@@ -161,6 +162,37 @@ class Workspace:
             {"spec_history": json.dumps(history[-SPEC_HISTORY_MAX:]), "spec_hash": spec_hash}
         )
         return previous is not None
+
+    # what the stored pages were read with ------------------------------------
+    # One meta key per (kind, digest) a run may have read pages of that kind with
+    # (framework/crawl/fingerprint.py): adding one is an upsert of its own key, so
+    # workers that start at once lose none, and a kind with exactly one key had every
+    # stored page read with that digest.
+    def mark_read_with(self, digests: Mapping[str, str]) -> None:
+        """Before a run reads pages: it may read each kind's with ``digests[kind]``."""
+        now = utc_now()
+        self.store.set_metas({f"{READ_WITH}{k}:{d}": now for k, d in digests.items()})
+
+    def read_with(self) -> dict[str, set[str]]:
+        """The digests the stored pages of each kind may have been read with."""
+        out: dict[str, set[str]] = {}
+        for key in self.store.metas(READ_WITH):
+            kind, _, digest = key[len(READ_WITH) :].rpartition(":")
+            out.setdefault(kind, set()).add(digest)
+        return out
+
+    def settle_read_with(self, digests: Mapping[str, str]) -> None:
+        """After every stored page of these kinds was read with ``digests[kind]``:
+        forget the others."""
+        stale = [
+            f"{READ_WITH}{kind}:{d}"
+            for kind, found in self.read_with().items()
+            if kind in digests
+            for d in found
+            if d != digests[kind]
+        ]
+        if stale:
+            self.store.delete_metas(stale)
 
 
 class _FaultTypedLog(JsonlLog):

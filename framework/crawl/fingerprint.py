@@ -1,0 +1,60 @@
+"""What a page's extraction depends on, per page kind, as one digest.
+
+A page's outcome is a function of its body, its row (URL, carried values) and this
+digest: the kind's own section of the spec (its fields, records, follow rules, sub-tabs,
+pagination, forms), the job-level keys every kind reads (key template, source type,
+languages, helper names, allowed domains, settings...), the extraction limits of the
+run and the framework's version (whose code does the extracting). Two runs that give a
+kind the same digest read its pages the same way, so ``framework reparse`` need not read
+again the pages of a kind whose digest is the one every stored page of it was read with
+(:class:`framework.workspace.Workspace` keeps those: ``read_with``).
+
+It errs towards "changed": any edit of a job-level key other than ``ship`` and
+``description`` (which no extraction reads) changes every kind's digest. A sub-tab's
+rows take their parent kind's digest (the parent's section holds the sub-tab's spec).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from typing import Any
+
+import framework
+from framework.crawl.page import CompiledJob, helper_names
+
+# job-level keys no extraction reads: editing them re-reads nothing
+_NOT_READ = frozenset({"ship", "description"})
+# the keys that hold page kinds: each kind's digest takes only its own section
+_KIND_KEYS = frozenset({"list_", "detail", "pages"})
+
+
+def kind_fingerprints(job: CompiledJob) -> dict[str, str]:
+    """The digest of every page kind and sub-tab kind of ``job``, by kind name."""
+    spec = job.spec
+    shared = _canonical(
+        {
+            "framework": framework.__version__,
+            "job": spec.model_dump(mode="json", exclude=set(_NOT_READ | _KIND_KEYS)),
+            # a carried helper is left out of every kind's items: a job-wide set
+            "helpers": sorted(helper_names(spec)),
+            "limits": dataclasses.asdict(job.guard.limits),
+            "max_body": job.guard.max_body,  # what a gzip sitemap may decompress to
+        }
+    )
+    out: dict[str, str] = {}
+    for name, kind in job.kinds.items():
+        section = _canonical({"kind": name, "spec": kind.spec.model_dump(mode="json")})
+        digest = hashlib.sha256(shared + b"\0" + section).hexdigest()[:32]
+        out[name] = digest
+        for tab in kind.subtabs:
+            out[tab.kind] = digest
+    return out
+
+
+def _canonical(value: Any) -> bytes:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str).encode()
+
+
+__all__ = ["kind_fingerprints"]

@@ -1,0 +1,159 @@
+"""`framework reparse` reads again only the pages of kinds whose part of the spec changed
+since they were read (framework/crawl/fingerprint.py), and what it leaves unread is
+what reading it would give: the same items as `--all`, the last run's fill rates kept.
+A job-level change, other extraction limits on the crawl, or a reparse killed before it
+finished leave every page of the kinds concerned to be read again."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from framework.crawl.fingerprint import kind_fingerprints
+from framework.crawl.page import CompiledJob
+from framework.spec import load_spec
+from framework.workspace import Workspace
+from tests.fixtures.crawl import events, item_hashes, run_cli, workspace_items
+from tests.fixtures.site import write_good_spec
+
+DETAIL_FIX = ('room: ".room::text"', 'room: ".room::text, .courtroom::text"')
+
+
+@pytest.fixture
+def crawled(make_site, tmp_path) -> tuple[Path, Path, Any]:
+    site = make_site()
+    spec = write_good_spec("cases", site.url, tmp_path)
+    ws = tmp_path / "ws"
+    r = run_cli("crawl", str(spec), "--workspace", str(ws), "-q")
+    assert r.returncode == 4, r.stderr[-2000:]  # the fixture site's broken pages
+    return spec, ws, site
+
+
+def _reparse(spec: Path, ws: Path, *args: str) -> tuple[str, dict[str, Any]]:
+    r = run_cli("reparse", str(spec), "--workspace", str(ws), "-q", "--processes", "1", *args)
+    assert r.returncode in (0, 4), r.stderr[-2000:]
+    return r.stderr, [e for e in events(ws) if e["event"] == "reparse_finished"][-1]
+
+
+def _stored_by_kind(ws: Path) -> Counter[str]:
+    """Stored pages a reparse may read, by kind (ok rows and parse/validation errors)."""
+    with sqlite3.connect(ws / "state.sqlite") as conn:
+        return Counter(
+            dict(
+                conn.execute(
+                    "SELECT r.kind, count(*) FROM responses p JOIN rows r ON r.id = p.row_id "
+                    "WHERE r.status = 'ok' OR r.last_error_kind IN ('parse', 'validation') "
+                    "GROUP BY r.kind"
+                ).fetchall()
+            )
+        )
+
+
+def _digests(spec: Path) -> dict[str, str]:
+    return kind_fingerprints(CompiledJob(load_spec(spec)))
+
+
+def test_an_unchanged_spec_reads_nothing_and_all_reads_everything(crawled) -> None:
+    spec, ws, site = crawled
+    stored = _stored_by_kind(ws)
+    assert set(stored) >= {"list", "detail", "detail.rulings"}
+    with Workspace.open(ws, create=False, readonly=True) as opened:
+        assert opened.read_with() == {k: {d} for k, d in _digests(spec).items()}
+    hashes, requests = item_hashes(ws), site.stats()
+
+    said, done = _reparse(spec, ws)
+    assert done["counts"]["pages"] == 0
+    assert done["counts"]["unchanged_kind"] == sum(stored.values())
+    assert "left as they are; --all reads them too" in said
+    assert item_hashes(ws) == hashes
+    # status reads the reparse as the last run: the crawl's fill rates are still there
+    assert done["carried"] == ["detail"]  # the kind that emits items
+    r = run_cli("status", "fixture-cases", "--workspace", str(ws), "--json")
+    assert r.returncode == 0, r.stderr[-2000:]
+    last = json.loads(r.stdout)["fill_rates"]["last_run"]
+    assert last["detail"]["records"] > 0
+    assert last["detail"]["fields"]["title"] == 1.0
+
+    said, done = _reparse(spec, ws, "--all")
+    assert done["counts"]["pages"] == sum(stored.values())
+    assert done["counts"]["unchanged_kind"] == 0
+    assert (done["counts"]["items_changed"], done["counts"]["items_new"]) == (0, 0)
+    assert item_hashes(ws) == hashes
+    assert site.stats() == requests
+
+
+def test_a_detail_fix_reads_the_detail_pages_and_their_subtabs_only(crawled, tmp_path) -> None:
+    spec, ws, _ = crawled
+    every = tmp_path / "every"
+    shutil.copytree(ws, every)
+    stored = _stored_by_kind(ws)
+    old = _digests(spec)
+    text = spec.read_text(encoding="utf-8")
+    assert DETAIL_FIX[0] in text
+    spec.write_text(text.replace(*DETAIL_FIX), encoding="utf-8")
+    new = _digests(spec)
+    assert new["list"] == old["list"]
+    assert new["detail"] != old["detail"]
+    assert new["detail.rulings"] == new["detail"]
+
+    _, done = _reparse(spec, ws)
+    detail_pages = sum(n for kind, n in stored.items() if kind.startswith("detail"))
+    assert done["counts"]["pages"] == detail_pages
+    assert done["counts"]["unchanged_kind"] == stored["list"]
+    assert "carried" not in done  # the detail kind was read; the list emits no items
+    _, every_done = _reparse(spec, every, "--all")
+    assert every_done["counts"]["pages"] == sum(stored.values())
+    assert workspace_items(ws) == workspace_items(every)  # what was left would give the same
+    assert item_hashes(ws) == item_hashes(every)
+    for key in ("items_changed", "items_new", "rows_new", "errors"):
+        assert done["counts"][key] == every_done["counts"][key], key
+    with Workspace.open(ws, create=False, readonly=True) as opened:
+        assert opened.read_with() == {k: {d} for k, d in new.items()}  # the old one forgotten
+
+
+def test_a_job_level_change_reads_every_kind_again(crawled) -> None:
+    spec, ws, _ = crawled
+    stored = _stored_by_kind(ws)
+    text = spec.read_text(encoding="utf-8")
+    spec.write_text(text + "\nlanguages: [id]\n", encoding="utf-8")
+    _, done = _reparse(spec, ws)
+    assert done["counts"]["pages"] == sum(stored.values())
+    assert done["counts"]["unchanged_kind"] == 0
+
+
+def test_a_crawl_with_other_extraction_limits_leaves_its_pages_to_be_read(make_site, tmp_path):
+    site = make_site()
+    spec = write_good_spec("cases", site.url, tmp_path)
+    ws = tmp_path / "ws"
+    # the limits decide which pages fail (FRAMEWORK_MAX_MATCHES): a reparse, which uses
+    # the spec's, must not take the crawl's reading of them as its own
+    r = run_cli(
+        "crawl", str(spec), "--workspace", str(ws), "-q", "-s", "FRAMEWORK_MAX_MATCHES=5000"
+    )
+    assert r.returncode == 4, r.stderr[-2000:]
+    with Workspace.open(ws, create=False, readonly=True) as opened:
+        marked = opened.read_with()
+    assert marked["detail"] != {_digests(spec)["detail"]}
+    _, done = _reparse(spec, ws)
+    assert done["counts"]["unchanged_kind"] == 0
+    assert done["counts"]["pages"] == sum(_stored_by_kind(ws).values())
+
+
+def test_what_a_workspace_was_read_with_is_added_to_then_settled(tmp_path) -> None:
+    with Workspace.open(tmp_path / "ws") as ws:
+        assert ws.read_with() == {}  # a workspace from before: nothing is known
+        ws.mark_read_with({"list": "a1", "detail": "b1", "detail.tab": "b1"})
+        ws.mark_read_with({"list": "a1", "detail": "b2", "detail.tab": "b2"})  # a run began
+        assert ws.read_with() == {
+            "list": {"a1"},
+            "detail": {"b1", "b2"},
+            "detail.tab": {"b1", "b2"},
+        }
+        ws.settle_read_with({"detail": "b2"})  # ...and read every detail page
+        assert ws.read_with() == {"list": {"a1"}, "detail": {"b2"}, "detail.tab": {"b1", "b2"}}
