@@ -118,6 +118,17 @@ def test_query_and_header_secrets_reach_the_site_and_no_file(
     rows = (ws / "state.sqlite").read_bytes() + (ws / "state.sqlite-wal").read_bytes()
     assert b"token={env:FW_TEST_TOKEN}" in rows
 
+    # a reparse that changes every item logs each page's change with its URL masked
+    text = spec.read_text(encoding="utf-8")
+    spec.write_text(text.replace('court: {json: "$.court"}', "court: {json: $.id}"))
+    r = crawl_cli("reparse", str(spec), "--workspace", str(ws))
+    assert r.returncode == 0, r.stderr[-3000:]
+    logged = (ws / "events.jsonl").read_text(encoding="utf-8").splitlines()
+    changed = [e for e in map(json.loads, logged) if e["event"] == "items_changed"]
+    assert len(changed) == 7  # the seven pages of ten
+    assert all("token=[redacted]" in e["url"] for e in changed), changed[0]
+    assert_nowhere([TOKEN, BEARER], ws, r.stdout, r.stderr)
+
 
 def test_form_body_secret_reaches_the_site_and_no_file(
     recording_site: RecordingSite,

@@ -229,6 +229,44 @@ def test_a_stored_page_is_inflated_where_it_is_parsed() -> None:
         _ = damaged.body
 
 
+@pytest.mark.parametrize(
+    ("content_type", "body"),
+    [
+        ("text/html; charset=windows-1252", "<p>café</p>".encode("cp1252")),
+        ("text/html; charset=utf-8", b"\xef\xbb\xbf<p>caf\xc3\xa9</p>"),  # BOM and header
+        ("text/html; charset=iso-8859-1", b"\xff\xfe<\x00p\x00>\x00"),  # a BOM wins
+        ("text/html", b'<meta charset="koi8-r"><p>\xc3\xd4</p>'),  # the body declares
+        ("text/html", "<p>café</p>".encode()),  # nothing declares: inferred
+        ("text/html; charset=nonsense", "<p>café</p>".encode()),  # an unknown charset
+        ("text/plain; charset=UTF-8", "naïve".encode()),
+        ("application/json", b'{"a": "\xc3\xa9"}'),
+        (None, b"<html><body>x</body></html>"),
+    ],
+)
+def test_a_rebuilt_page_reads_as_the_crawled_one(content_type: str | None, body: bytes) -> None:
+    """The rebuilt response names its encoding up front when Scrapy's would find it
+    declared (BOM, then header): class, encoding and text are what Scrapy makes of the
+    same URL, header and body."""
+    import zlib
+
+    from scrapy.http import Headers
+    from scrapy.responsetypes import responsetypes
+
+    from framework.crawl.reparse import rebuild
+    from framework.workspace.records import StoredResponse
+
+    packed = zlib.compress(body)
+    stored = StoredResponse(1, "http://a/p", "http://a/p", 200, content_type, packed, len(packed))
+    got = rebuild(stored)
+    headers = {"Content-Type": content_type} if content_type else {}
+    cls = responsetypes.from_args(headers=Headers(headers), url="http://a/p", body=body)
+    want = cls(url="http://a/p", status=200, headers=headers, body=body)
+    assert type(got) is type(want)
+    if hasattr(want, "encoding"):
+        assert got.encoding == want.encoding
+        assert got.text == want.text
+
+
 def _detail_job(tmp_path: Path):
     from framework.crawl import reparse
 

@@ -52,8 +52,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
-from scrapy.http import Headers, Response
+from scrapy.http import Headers, Response, TextResponse
 from scrapy.responsetypes import responsetypes
+from w3lib.encoding import http_content_type_encoding, read_bom
 
 from framework import progress
 from framework.crawl.fingerprint import kind_fingerprints
@@ -109,7 +110,26 @@ def rebuild(stored: StoredResponse) -> Response:
     # no Request: extraction reads only the response (building one costs a URL
     # normalisation per page, a tenth of the reparse); the response makes its own
     # Headers of the dict
+    if issubclass(cls, TextResponse):
+        # the encoding Scrapy would declare (its BOM, else its header's charset), found
+        # once: TextResponse finds it again at every `.encoding` (twice a page)
+        encoding = read_bom(body)[0] or _header_encoding(stored.content_type)
+        if encoding is not None:
+            return cls(
+                url=stored.final_url,
+                status=stored.status,
+                headers=content_type,
+                body=body,
+                encoding=encoding,
+            )
     return cls(url=stored.final_url, status=stored.status, headers=content_type, body=body)
+
+
+@functools.lru_cache(maxsize=64)
+def _header_encoding(content_type: str | None) -> str | None:
+    """What ``TextResponse._headers_encoding`` finds in this Content-Type, once (it
+    reads the header as Scrapy's Headers keep it: UTF-8 bytes, read as Latin-1)."""
+    return http_content_type_encoding((content_type or "").encode().decode("latin-1"))
 
 
 @functools.lru_cache(maxsize=64)

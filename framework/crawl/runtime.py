@@ -76,6 +76,7 @@ from framework.workspace import (
     RowStatus,
     Workspace,
     deferrals,
+    redact,
     redact_url,
     utc_now,
 )
@@ -1163,14 +1164,16 @@ class CrawlRuntime:
             assert res is not None, f"the reparse commit of row {row.id} was refused"
             self._count_reparse(row, outcome, res, events)
             out.append(res)
-        if events:
-            self.ws.events.append_many(events)
+        if events:  # each built redacted (see _count_reparse)
+            self.ws.events.append_many(events, redacted=True)
         return out
 
     def _count_reparse(
         self, row: Row, outcome: Outcome, res: CommitResult, events: list[dict[str, Any]]
     ) -> None:
-        """Count a reparsed page's outcome; its events go to ``events``."""
+        """Count a reparsed page's outcome; its events go to ``events``, redacted: the
+        one for changed items (one per page that changed) has only its URL and its keys
+        to mask, the generic walk is for the rare failed row."""
         c = self.counters
         if outcome.ok:
             c.ok += 1
@@ -1180,14 +1183,16 @@ class CrawlRuntime:
             c.by_error[key] = c.by_error.get(key, 0) + 1
             if row.status is RowStatus.OK:
                 events.append(
-                    self._event_line(
-                        "row_failed",
-                        row=row.id,
-                        kind=row.kind,
-                        url=row.url,
-                        error_kind=key,
-                        error=outcome.error,
-                        reparse=True,
+                    redact(
+                        self._event_line(
+                            "row_failed",
+                            row=row.id,
+                            kind=row.kind,
+                            url=row.url,
+                            error_kind=key,
+                            error=outcome.error,
+                            reparse=True,
+                        )
                     )
                 )
         c.rows_new += len(res.inserted)
@@ -1199,7 +1204,12 @@ class CrawlRuntime:
             c.items_changed += res.items_changed
         if res.changed:
             events.append(
-                self._event_line("items_changed", url=row.url, row=row.id, keys=list(res.changed))
+                self._event_line(
+                    "items_changed",
+                    url=redact_url(row.url),
+                    row=row.id,
+                    keys=[redact_url(k) for k in res.changed],
+                )
             )
         c.items_completed += len(res.completed)
 

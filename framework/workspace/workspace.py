@@ -15,7 +15,7 @@ import socket
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from framework.errors import LockHeld, WorkspaceError
 from framework.workspace.jsonl import JsonlLog
@@ -207,10 +207,19 @@ class _FaultTypedLog(JsonlLog):
         try:
             super().append(*args, **kwargs)
         except OSError as exc:
-            fault = workspace_fault(exc, self._state)
-            if fault is not None:
-                raise fault from exc
-            raise
+            self._typed(exc)
+
+    def append_many(self, *args: Any, **kwargs: Any) -> None:
+        try:
+            super().append_many(*args, **kwargs)
+        except OSError as exc:
+            self._typed(exc)
+
+    def _typed(self, exc: OSError) -> NoReturn:
+        fault = workspace_fault(exc, self._state)
+        if fault is not None:
+            raise fault from exc
+        raise exc
 
 
 @contextmanager
