@@ -157,3 +157,16 @@ def test_what_a_workspace_was_read_with_is_added_to_then_settled(tmp_path) -> No
         }
         ws.settle_read_with({"detail": "b2"})  # ...and read every detail page
         assert ws.read_with() == {"list": {"a1"}, "detail": {"b2"}, "detail.tab": {"b1", "b2"}}
+
+
+def test_the_spec_s_own_limits_are_read_alike_by_crawl_and_reparse(make_site, tmp_path) -> None:
+    site = make_site()
+    spec = write_good_spec("cases", site.url, tmp_path)
+    limits = "\nsettings:\n  DOWNLOAD_MAXSIZE: 20000000\n  FRAMEWORK_MAX_MATCHES: 50000\n"
+    spec.write_text(spec.read_text(encoding="utf-8") + limits, encoding="utf-8")
+    ws = tmp_path / "ws"
+    r = run_cli("crawl", str(spec), "--workspace", str(ws), "-q")
+    assert r.returncode == 4, r.stderr[-2000:]
+    _, done = _reparse(spec, ws)  # the crawl read every kind as the reparse would
+    assert done["counts"]["pages"] == 0
+    assert done["counts"]["unchanged_kind"] == sum(_stored_by_kind(ws).values())

@@ -311,6 +311,10 @@ def _compile(spec: JobSpec) -> tuple[CompiledJob, dict[str, Any]]:
     settings = default_settings(spec.name)
     settings.update(spec.settings)
     job.guard.limits = _extract_limits(settings)
+    try:  # what a gzip sitemap may decompress to, as the crawl reads it (runtime.py)
+        job.guard.max_body = int(settings.get("DOWNLOAD_MAXSIZE", job.guard.max_body))
+    except (TypeError, ValueError) as exc:
+        raise UsageError(f"DOWNLOAD_MAXSIZE: {exc}") from None
     return job, settings
 
 
