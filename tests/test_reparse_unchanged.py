@@ -170,3 +170,24 @@ def test_the_spec_s_own_limits_are_read_alike_by_crawl_and_reparse(make_site, tm
     _, done = _reparse(spec, ws)  # the crawl read every kind as the reparse would
     assert done["counts"]["pages"] == 0
     assert done["counts"]["unchanged_kind"] == sum(_stored_by_kind(ws).values())
+
+
+def test_pages_stored_before_digests_were_kept_are_read_after_a_new_crawl(crawled) -> None:
+    """A workspace crawled by a version that kept no digests, then a spec fix and a crawl
+    by this one (which finds nothing to fetch): the fix must still reach every page."""
+    spec, ws, _ = crawled
+    stored = _stored_by_kind(ws)
+    with sqlite3.connect(ws / "state.sqlite") as conn:  # as such a workspace has it
+        conn.execute("DELETE FROM meta WHERE key LIKE 'read_with:%'")
+    text = spec.read_text(encoding="utf-8")
+    spec.write_text(text.replace(*DETAIL_FIX), encoding="utf-8")
+    r = run_cli("crawl", str(spec), "--workspace", str(ws), "-q")
+    assert r.returncode == 4, r.stderr[-2000:]
+    with Workspace.open(ws, create=False, readonly=True) as opened:
+        marked = opened.read_with()
+    assert marked["list"] == {"unknown", _digests(spec)["list"]}
+    _, done = _reparse(spec, ws)
+    assert done["counts"]["unchanged_kind"] == 0
+    assert done["counts"]["pages"] == sum(_stored_by_kind(ws).values()) >= sum(stored.values())
+    with Workspace.open(ws, create=False, readonly=True) as opened:
+        assert opened.read_with() == {k: {d} for k, d in _digests(spec).items()}

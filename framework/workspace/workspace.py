@@ -29,6 +29,7 @@ EVENTS_FILE = "events.jsonl"
 SHIP_LOG_FILE = "ship-log.jsonl"
 SPEC_HISTORY_MAX = 100  # spec hashes kept in meta `spec_history`
 READ_WITH = "read_with:"  # meta keys `read_with:<kind>:<digest>` (Workspace.read_with)
+UNKNOWN = "unknown"  # the digest of pages read before digests were kept
 
 
 class Workspace:
@@ -169,9 +170,15 @@ class Workspace:
     # workers that start at once lose none, and a kind with exactly one key had every
     # stored page read with that digest.
     def mark_read_with(self, digests: Mapping[str, str]) -> None:
-        """Before a run reads pages: it may read each kind's with ``digests[kind]``."""
+        """Before a run reads pages: it may read each kind's with ``digests[kind]``. In
+        a workspace that stored pages before digests were kept, what those were read
+        with is unknown: each kind also gets the digest ``UNKNOWN``, so the next reparse
+        reads them all."""
         now = utc_now()
-        self.store.set_metas({f"{READ_WITH}{k}:{d}": now for k, d in digests.items()})
+        marks = {f"{READ_WITH}{k}:{d}": now for k, d in digests.items()}
+        if not self.store.metas(READ_WITH) and self.store.responses_size()[0]:
+            marks.update({f"{READ_WITH}{k}:{UNKNOWN}": now for k in digests})
+        self.store.set_metas(marks)
 
     def read_with(self) -> dict[str, set[str]]:
         """The digests the stored pages of each kind may have been read with."""
