@@ -110,6 +110,10 @@ def test_meta_keys_are_found_by_their_exact_prefix_and_deleted(store: Any) -> No
         "read_withXa_b:3",
     ]
     assert store.get_meta("other") == "t"
+    # --fresh deletes the rows: what their pages were read with goes with them
+    store.reset_rows()
+    assert store.metas("read_with") == {"read_withXa_b:3": "t"}
+    assert store.get_meta("other") == "t"
 
 
 def test_a_readonly_store_reads_and_refuses_writes(backend: Backend) -> None:

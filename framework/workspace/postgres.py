@@ -49,6 +49,7 @@ from framework.workspace.records import (
 )
 from framework.workspace.sqlite_base import (
     CHUNK,
+    READ_WITH_META,
     ROWS_RESET_META,
     _chunks,
     utc_now,
@@ -732,6 +733,11 @@ class PostgresStore(PgReader):
             conn.execute("DELETE FROM responses")
             conn.execute("DELETE FROM rows")
             conn.execute("UPDATE items SET row_id = NULL WHERE row_id IS NOT NULL")
+            # what the deleted pages were read with says nothing of the next ones
+            conn.execute(
+                "DELETE FROM meta WHERE left(key, %s) = %s",
+                (len(READ_WITH_META), READ_WITH_META),
+            )
 
         self._run(work)
 

@@ -52,6 +52,7 @@ from framework.workspace.sqlite_base import (
     _N_INSERT,
     CHECKPOINT_EVERY,
     CHUNK,
+    READ_WITH_META,
     ROWS_RESET_META,
     _chunks,
     _marks,
@@ -521,6 +522,11 @@ class SqliteStore(SqliteReader):
             conn.execute("DELETE FROM responses")  # keyed by the rows deleted next
             conn.execute("DELETE FROM rows")
             conn.execute("UPDATE items SET row_id = NULL WHERE row_id IS NOT NULL")
+            # what the deleted pages were read with says nothing of the next ones
+            conn.execute(
+                "DELETE FROM meta WHERE substr(key, 1, ?) = ?",
+                (len(READ_WITH_META), READ_WITH_META),
+            )
 
 
 __all__ = ["CHUNK", "SqliteStore", "utc_now"]

@@ -51,6 +51,8 @@ WAL_SIZE_LIMIT = 4 * 2**20  # past this the background thread truncates the WAL 
 WAL_TRUNCATE_MIN = 2**20  # ... or past the database's own size, if over this
 FREE_SPACE_MIN = 16 * 2**20  # the least a full disk is asked to free
 ROWS_RESET_META = "rows_reset_at"  # meta: when `--fresh` last deleted the rows
+# meta keys `read_with:<kind>:<digest>` (Workspace.read_with): gone with the rows
+READ_WITH_META = "read_with:"
 MAX_PAGES_ENV = "FRAMEWORK_TEST_SQLITE_MAX_PAGES"  # test-only: simulate a full disk
 # SQLite's primary result codes (the low byte of an extended code)
 SQLITE_CORRUPT = 11

@@ -21,14 +21,14 @@ from framework.errors import LockHeld, WorkspaceError
 from framework.workspace.jsonl import JsonlLog
 from framework.workspace.locate import is_database_url
 from framework.workspace.sqlite import SqliteStore, utc_now
-from framework.workspace.sqlite_base import workspace_fault
+from framework.workspace.sqlite_base import READ_WITH_META, workspace_fault
 
 STATE_FILE = "state.sqlite"
 URLS_FILE = "urls.jsonl"
 EVENTS_FILE = "events.jsonl"
 SHIP_LOG_FILE = "ship-log.jsonl"
 SPEC_HISTORY_MAX = 100  # spec hashes kept in meta `spec_history`
-READ_WITH = "read_with:"  # meta keys `read_with:<kind>:<digest>` (Workspace.read_with)
+READ_WITH = READ_WITH_META  # meta keys `read_with:<kind>:<digest>` (Workspace.read_with)
 UNKNOWN = "unknown"  # the digest of pages read before digests were kept
 
 
