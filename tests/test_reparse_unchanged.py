@@ -1,8 +1,9 @@
 """`framework reparse` reads again only the pages of kinds whose part of the spec changed
 since they were read (framework/crawl/fingerprint.py), and what it leaves unread is
 what reading it would give: the same items as `--all`, the last run's fill rates kept.
-A job-level change, other extraction limits on the crawl, or a reparse killed before it
-finished leave every page of the kinds concerned to be read again."""
+A job-level change, other extraction limits on the crawl, or a workspace from before
+digests were kept leave every page of the kinds concerned to be read again (a reparse
+killed before it finished: tests/test_reparse_speed_paths.py)."""
 
 from __future__ import annotations
 
