@@ -278,16 +278,18 @@ def reparse(
         runtime = CrawlRuntime(ws, job, spec_hash, Limits(store_responses=False))
         with ws.lock("crawl"):
             every = progress.interval(progress_mode, settings.get(progress.INTERVAL_ENV))
-            unchanged = frozenset() if every_kind else _unchanged(ws, job)
-            return _run(runtime, ws, spec_hash, parser, progress_mode, every, unchanged)
+            digests = kind_fingerprints(job)
+            unchanged = frozenset() if every_kind else _unchanged(ws, digests)
+            return _run(runtime, ws, spec_hash, parser, progress_mode, every, digests, unchanged)
 
 
-def _unchanged(ws: Workspace, job: CompiledJob) -> frozenset[str]:
+def _unchanged(ws: Workspace, digests: dict[str, str]) -> frozenset[str]:
     """The kinds every stored page of which was read with the digest the spec gives it
-    now (framework/crawl/fingerprint.py): reading them again would give what they gave.
-    A workspace from before digests were kept names none: every page is read."""
+    now (``digests``, framework/crawl/fingerprint.py): reading them again would give
+    what they gave. A workspace from before digests were kept names none: every page is
+    read."""
     before = ws.read_with()
-    return frozenset(k for k, d in kind_fingerprints(job).items() if before.get(k) == {d})
+    return frozenset(k for k, d in digests.items() if before.get(k) == {d})
 
 
 def _carried(ws: Workspace, kinds: frozenset[str]) -> dict[str, Any]:
@@ -449,6 +451,7 @@ def _run(
     parser: _Parser,
     progress_mode: str | None,
     every: float,
+    digests: dict[str, str],
     unchanged: frozenset[str] = frozenset(),
 ) -> ReparseResult:
     spec = runtime.spec
@@ -472,7 +475,6 @@ def _run(
     )
     carried = _carried(ws, unchanged)  # before this run's events: the last run's
     ws.record_spec(spec_hash)
-    digests = kind_fingerprints(runtime.job)
     ws.mark_read_with(digests)  # before any commit: a kill leaves both digests, read again
     started = time.monotonic()
     tally = {"pages": 0, "skipped": 0, "unknown": 0, "unchanged": 0}

@@ -28,7 +28,6 @@ URLS_FILE = "urls.jsonl"
 EVENTS_FILE = "events.jsonl"
 SHIP_LOG_FILE = "ship-log.jsonl"
 SPEC_HISTORY_MAX = 100  # spec hashes kept in meta `spec_history`
-READ_WITH = READ_WITH_META  # meta keys `read_with:<kind>:<digest>` (Workspace.read_with)
 UNKNOWN = "unknown"  # the digest of pages read before digests were kept
 
 
@@ -175,16 +174,16 @@ class Workspace:
         with is unknown: each kind also gets the digest ``UNKNOWN``, so the next reparse
         reads them all."""
         now = utc_now()
-        marks = {f"{READ_WITH}{k}:{d}": now for k, d in digests.items()}
-        if not self.store.metas(READ_WITH) and self.store.responses_size()[0]:
-            marks.update({f"{READ_WITH}{k}:{UNKNOWN}": now for k in digests})
+        marks = {f"{READ_WITH_META}{k}:{d}": now for k, d in digests.items()}
+        if not self.store.metas(READ_WITH_META) and self.store.responses_size()[0]:
+            marks.update({f"{READ_WITH_META}{k}:{UNKNOWN}": now for k in digests})
         self.store.set_metas(marks)
 
     def read_with(self) -> dict[str, set[str]]:
         """The digests the stored pages of each kind may have been read with."""
         out: dict[str, set[str]] = {}
-        for key in self.store.metas(READ_WITH):
-            kind, _, digest = key[len(READ_WITH) :].rpartition(":")
+        for key in self.store.metas(READ_WITH_META):
+            kind, _, digest = key[len(READ_WITH_META) :].rpartition(":")
             out.setdefault(kind, set()).add(digest)
         return out
 
@@ -192,7 +191,7 @@ class Workspace:
         """After every stored page of these kinds was read with ``digests[kind]``:
         forget the others."""
         stale = [
-            f"{READ_WITH}{kind}:{d}"
+            f"{READ_WITH_META}{kind}:{d}"
             for kind, found in self.read_with().items()
             if kind in digests
             for d in found
