@@ -54,6 +54,17 @@ def test_logs_are_a_table_whose_lines_name_their_worker(pg_url: str) -> None:
         assert len(list(ro.urls)) == 4
 
 
+def test_logs_read_newest_first_across_pages(pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("framework.workspace.pg_workspace.PAGE", 3)  # several pages
+    with Workspace.open(pg_url) as ws:
+        assert ws.events.last({"run_finished"}) is None
+        ws.events.append_many([{"event": "run_finished", "n": n} for n in range(7)])
+        ws.events.append({"event": "items_changed"})
+        ws.urls.append({"url": "http://h/other-log"})  # another log's lines are not read
+        assert [e.get("n") for e in ws.events.newest_first()] == [None, 6, 5, 4, 3, 2, 1, 0]
+        assert ws.events.last({"run_finished"}) == {"event": "run_finished", "n": 6}
+
+
 def test_a_database_without_a_workspace_is_refused_read_only(
     make_workspace_backend: Callable[[str], Backend],
 ) -> None:

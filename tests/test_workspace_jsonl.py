@@ -101,6 +101,46 @@ def test_tail_reads_further_back_past_invalid_lines(tmp_path: Path) -> None:
     assert [r["i"] for r in JsonlLog(path).tail(3)] == [0, 1, 2]
 
 
+@pytest.mark.parametrize("block", [1, 7, 64, 65536])
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"",
+        b'{"i":0}\n',
+        b'{"i":0}',  # torn: no record
+        b'{"i":0}\n{"i":1}\n{"i":2',  # torn tail
+        b'{"i":0}\ngarbage\n[1]\n\n{"i":1}\n',  # lines that are not records
+        b'{"i":0,"pad":"' + b"x" * 300 + b'"}\n{"i":1}\n',  # a line longer than blocks
+        b"\n".join(b'{"i":%d}' % i for i in range(500)) + b"\n",
+    ],
+)
+def test_newest_first_is_the_log_read_backwards(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, data: bytes, block: int
+) -> None:
+    monkeypatch.setattr("framework.workspace.jsonl._BLOCK", block)
+    path = tmp_path / "n.jsonl"
+    path.write_bytes(data)
+    log = JsonlLog(path)
+    assert list(log.newest_first()) == list(reversed(list(log.read())))
+
+
+def test_last_finds_the_newest_record_of_the_named_events(tmp_path: Path) -> None:
+    log = JsonlLog(tmp_path / "e.jsonl")
+    assert log.last({"run_finished"}) is None  # no file yet
+    log.append_many(
+        [
+            {"event": "run_finished", "n": 1},
+            {"event": "reparse_finished", "n": 2},
+            {"event": "items_changed", "n": 3},
+        ]
+    )
+    assert log.last({"run_finished", "reparse_finished"}) == {"event": "reparse_finished", "n": 2}
+    assert log.last({"run_finished"}) == {"event": "run_finished", "n": 1}
+    assert log.last({"run_started"}) is None
+    log.close()
+    assert JsonlLog(tmp_path / "missing.jsonl").last({"run_finished"}) is None
+
+
 def test_fsync_policy_still_writes_lines(tmp_path: Path) -> None:
     with JsonlLog(tmp_path / "s.jsonl", fsync=True) as log:
         log.append({"a": 1})

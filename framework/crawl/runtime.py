@@ -1344,12 +1344,9 @@ class CrawlRuntime:
 
     def _last_fill(self) -> dict[str, Any]:
         """The fill counts of the last crawl or reparse (its finishing event), if any:
-        what this run's fill rates are compared with (one pass over events.jsonl)."""
-        last: dict[str, Any] = {}
-        for event in self.ws.events:
-            if event.get("event") in EXTRACTION_EVENTS:
-                last = last_extraction(event)["fill"]
-        return last
+        what this run's fill rates are compared with (read from the log's end)."""
+        event = self.ws.events.last(EXTRACTION_EVENTS)
+        return last_extraction(event)["fill"] if event is not None else {}
 
     def _finish_findings(self, items: Mapping[str, int], code: int) -> dict[str, Any]:
         """The end-of-run findings, as the run_finished event's extra fields."""

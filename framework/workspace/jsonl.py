@@ -30,11 +30,12 @@ import functools
 import json
 import os
 import re
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 REDACTED = "[redacted]"
+_BLOCK = 65536  # bytes read at a time when reading a log backwards
 
 # Case-insensitive; '-' and '_' are treated alike. A key is secret when it equals one of
 # these or ends with one of the suffixes (x-api-key, csrf_token, db_password ...).
@@ -307,6 +308,44 @@ class JsonlLog:
                 if len(records) >= n or pos == 0:
                     return records[-n:]
                 need *= 2  # invalid lines were skipped: read further back
+
+    def newest_first(self) -> Iterator[dict[str, Any]]:
+        """Every whole record, newest first, reading backwards in blocks: what a reader
+        of the latest events needs costs the log's recent end, not its whole length."""
+        try:
+            f = open(self.path, "rb")  # noqa: SIM115 - closed by the with below
+        except FileNotFoundError:
+            return
+        with f:
+            pos = f.seek(0, os.SEEK_END)
+            head = b""  # read, not yet yielded: the end of a line that began further back
+            while pos > 0:
+                step = min(_BLOCK, pos)
+                pos -= step
+                f.seek(pos)
+                head = f.read(step) + head
+                if pos > 0:
+                    cut = head.find(b"\n")
+                    if cut < 0:
+                        continue  # one line longer than the blocks read so far
+                    head, body = head[: cut + 1], head[cut + 1 :]
+                else:
+                    head, body = b"", head
+                lines = body.split(b"\n")
+                # after body's last newline: the file's torn or empty tail on the first
+                # block, an empty string on the others (each ends where a line began)
+                lines.pop()
+                for raw in reversed(lines):
+                    record = self._parse(raw + b"\n")
+                    if record is not None:
+                        yield record
+
+    def last(self, events: Collection[str]) -> dict[str, Any] | None:
+        """The newest record whose ``event`` is one of ``events`` (None: there is none)."""
+        for record in self.newest_first():
+            if record.get("event") in events:
+                return record
+        return None
 
 
 __all__ = [

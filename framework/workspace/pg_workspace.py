@@ -180,6 +180,29 @@ class PgLog(JsonlLog):
             if len(page) < PAGE:
                 return
 
+    def newest_first(self) -> Iterator[dict[str, Any]]:
+        """Every line, newest first, a page at a time (no cursor kept open)."""
+        if not _has_table(self.store, "log_lines"):
+            return
+        before = 2**63 - 1  # above every BIGINT id
+        while True:
+            page = (
+                self.store._conn()
+                .execute(
+                    "SELECT id, record FROM log_lines WHERE log = %s AND id < %s "
+                    "ORDER BY id DESC LIMIT %s",
+                    (self.name, before, PAGE),
+                )
+                .fetchall()
+            )
+            for rid, text in page:
+                before = int(rid)
+                record = self._parse(text.encode("utf-8") + b"\n")
+                if record is not None:
+                    yield record
+            if len(page) < PAGE:
+                return
+
     def tail(self, n: int) -> list[dict[str, Any]]:
         if n <= 0 or not _has_table(self.store, "log_lines"):
             return []
