@@ -548,6 +548,27 @@ def test_ok_attempts_and_stored_responses(store: Any) -> None:
     assert store.quick_check() is None
 
 
+@pytest.mark.parametrize("chunk", [2, CHUNK])
+def test_stored_responses_of_some_kinds_are_left_unread(
+    store: Any, chunk: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for reader in ("sqlite_read", "postgres_read"):  # pages smaller than a kind's run
+        monkeypatch.setattr(f"framework.workspace.{reader}.CHUNK", chunk)
+    rows = store.seed([NewRow(kind, f"http://site/{kind}/{i}") for i in range(3) for kind in "abc"])
+    for row in rows:
+        page = ResponseWrite(row.url, row.url, 200, "text/html", row.url.encode())
+        ok = row.kind != "c" or row.url.endswith("/0")  # kind c: one ok row, two failed
+        kind = None if ok else ErrorKind.PARSE
+        store.commit(Outcome(row.id, ok=ok, error_kind=kind, http_status=200, response=page))
+    store.seed([NewRow("d", "http://site/d/0")])  # a row without a stored response
+    every = [(row.id, resp.body) for row, resp in store.iter_responses()]
+    assert every == [(r.id, r.url.encode()) for r in rows]
+    for skipped in ([], ["b"], ["a", "c"], ["a", "b", "c"], ["d", "x"]):
+        got = [(row.id, row.kind, resp.body) for row, resp in store.iter_responses(skipped)]
+        assert got == [(r.id, r.kind, r.url.encode()) for r in rows if r.kind not in skipped]
+        assert store.responses_of(skipped) == sum(r.kind in skipped for r in rows)
+
+
 def test_holds_are_kept_counted_and_decided(store: Any) -> None:
     a, b = store.seed([NewRow("detail", "http://site/a"), NewRow("detail", "http://site/b")])
     store.commit(Outcome(a.id, ok=True, items=[ItemWrite("t:a", "t", "a", {"n": 1, "tab": 0})]))

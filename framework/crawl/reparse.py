@@ -296,12 +296,10 @@ def _carried(ws: Workspace, kinds: frozenset[str]) -> dict[str, Any]:
     """The last run's fill counts and warnings of ``kinds`` (pages this run leaves
     unread, which would give them again): ``framework status`` reads the last run's as
     the job's, so a reparse of one kind does not blank the others'."""
-    last: dict[str, Any] = {"fill": {}, "warnings": []}
     if not kinds:
-        return last
-    for event in ws.events:
-        if event.get("event") in EXTRACTION_EVENTS:
-            last = last_extraction(event)
+        return {"fill": {}, "warnings": []}
+    event = ws.events.last(EXTRACTION_EVENTS)  # from the log's end: O(1) in its length
+    last = last_extraction(event or {})
     return {
         "fill": {k: v for k, v in last["fill"].items() if k in kinds},
         "warnings": [w for w in last["warnings"] if w.get("kind") in kinds],
@@ -572,25 +570,26 @@ def _chunks(
     ws: Workspace,
     runtime: CrawlRuntime,
     tally: dict[str, int],
-    passed: Callable[[], None],
+    passed: Callable[[int], None],
     unchanged: frozenset[str] = frozenset(),
 ) -> Iterator[list[Page]]:
     """The stored pages to read again, in row order, ``CHUNK_PAGES`` at a time; the
-    others are counted (and ``passed``) here."""
+    others are counted (and ``passed``) here; those of ``unchanged`` kinds (read with
+    this very spec: they would give the same) without reading them. A page such a kind
+    failed stays failed too: the fill counts and warnings the last run gave the kind are
+    kept whole (:func:`_carried`), and `--all` reads it."""
     chunk: list[Page] = []
     job = runtime.job
-    for row, body in ws.store.iter_responses():
+    tally["unchanged"] = ws.store.responses_of(unchanged)
+    passed(tally["unchanged"])
+    for row, body in ws.store.iter_responses(skip_kinds=unchanged):
         if not _read_again(row):
             tally["skipped"] += 1
-            passed()
+            passed(1)
             continue
         if row.kind not in job.kinds and row.kind not in job.subtabs:
             tally["unknown"] += 1  # a kind the spec no longer has: nothing can read it
-            passed()
-            continue
-        if row.kind in unchanged:
-            tally["unchanged"] += 1  # read with this very spec: it would give the same
-            passed()
+            passed(1)
             continue
         tally["pages"] += 1
         chunk.append((row, body))

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from framework.workspace.leases import LEASE_SECONDS, Worker, pid_alive
 from framework.workspace.records import Row
-from framework.workspace.sqlite_base import _ROW_COLS, _to_row
+from framework.workspace.sqlite_base import _row_cols_of, _to_row
 
 if TYPE_CHECKING:
     import psycopg
@@ -43,7 +43,7 @@ _FREE = (
     "OR lease_owner IN (SELECT id FROM workers WHERE stopped_at IS NOT NULL)) "
     "AND (lease_owner IS DISTINCT FROM %(me)s OR NOT (id = ANY(%(held)s::bigint[])))"
 )
-_ROW_COLS_OF_ROWS = ", ".join("rows." + c.strip() for c in _ROW_COLS.split(","))
+_ROW_COLS_OF_ROWS = _row_cols_of("rows")
 
 # Two pickers in one statement: the `first` kinds (through the (kind, status) index),
 # then any open row for the room left. SKIP LOCKED: rows another worker is claiming

@@ -10,14 +10,22 @@ commit while it iterates. It never writes.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from typing import Any
 
 from framework.errors import WorkspaceError
 from framework.workspace.holds import Hold
 from framework.workspace.postgres_base import PgBase
 from framework.workspace.records import Row, RowStatus, StoredItem, StoredResponse
-from framework.workspace.sqlite_base import _ITEM_COLS, _ROW_COLS, CHUNK, _chunks, _to_item, _to_row
+from framework.workspace.sqlite_base import (
+    _ITEM_COLS,
+    _ROW_COLS,
+    CHUNK,
+    _chunks,
+    _row_cols_of,
+    _to_item,
+    _to_row,
+)
 
 _HOLD_SQL = (
     "SELECT h.dedupe_key, h.status, h.source_type, h.source_id, h.data, h.reasons, "
@@ -162,7 +170,7 @@ class PgReader(PgBase):
         cur = self._conn().execute(
             "WITH f AS MATERIALIZED (SELECT row_id, count(*) AS n FROM attempts "
             "WHERE outcome = 'error' GROUP BY row_id) "
-            f"SELECT {', '.join('r.' + c.strip() for c in _ROW_COLS.split(','))} "
+            f"SELECT {_row_cols_of('r')} "
             "FROM rows r JOIN f ON f.row_id = r.id "
             "WHERE r.id = ANY(ARRAY(SELECT row_id FROM f)) "
             "ORDER BY r.status = 'error' DESC, f.n DESC, r.id LIMIT %s",
@@ -263,38 +271,65 @@ class PgReader(PgBase):
         assert row is not None
         return int(row[0]), int(row[1])
 
-    def iter_responses(self) -> Iterator[tuple[Row, StoredResponse]]:
-        """Every stored response with its row, by row id, in bounded chunks."""
+    def iter_responses(
+        self, skip_kinds: Collection[str] = ()
+    ) -> Iterator[tuple[Row, StoredResponse]]:
+        """As :meth:`SqliteReader.iter_responses`, in bounded chunks: a chunk's row ids,
+        then its rows not skipped, then their bodies. Three statements, each by primary
+        key: a join would let the planner hash the whole rows table."""
+        skip = sorted(skip_kinds)
         last = 0
         while True:
-            got = (
-                self._conn()
-                .execute(
-                    "SELECT row_id, url, final_url, status, content_type, codec, body, size "
-                    f"FROM responses WHERE row_id > %s ORDER BY row_id LIMIT {CHUNK}",
+            ids = [
+                int(r)
+                for (r,) in self._conn().execute(
+                    f"SELECT row_id FROM responses WHERE row_id > %s ORDER BY row_id LIMIT {CHUNK}",
                     (last,),
                 )
-                .fetchall()
-            )
-            if not got:
+            ]
+            if not ids:
                 return
-            ids = [int(r[0]) for r in got]
             rows = {
                 int(r[0]): _to_row(r)
                 for r in self._conn().execute(
-                    f"SELECT {_ROW_COLS} FROM rows WHERE id = ANY(%s)", (ids,)
+                    f"SELECT {_ROW_COLS} FROM rows WHERE id = ANY(%s) AND kind <> ALL(%s)",
+                    (ids, skip),
                 )
             }
+            wanted = [i for i in ids if i in rows]
+            got = (
+                self._conn().execute(
+                    "SELECT row_id, url, final_url, status, content_type, codec, body, size "
+                    "FROM responses WHERE row_id = ANY(%s) ORDER BY row_id",
+                    (wanted,),
+                )
+                if wanted
+                else ()
+            )
             for row_id, url, final_url, status, ctype, codec, body, size in got:
-                row = rows.get(int(row_id))
-                if row is None:
-                    continue
+                row = rows[int(row_id)]
                 if codec != "zlib":
                     raise WorkspaceError(f"{self.where}: a stored response in codec {codec!r}")
                 yield row, StoredResponse(row.id, url, final_url, status, ctype, bytes(body), size)
-            if len(got) < CHUNK:
+            if len(ids) < CHUNK:
                 return
             last = ids[-1]
+
+    def responses_of(self, kinds: Collection[str]) -> int:
+        """How many stored responses belong to rows of ``kinds``."""
+        if not kinds:
+            return 0
+        got = (
+            self._conn()
+            .execute(
+                "SELECT count(*) FROM rows WHERE kind = ANY(%s) "
+                "AND EXISTS (SELECT 1 FROM responses r WHERE r.row_id = rows.id)",
+                (sorted(kinds),),
+            )
+            .fetchone()
+        )
+        assert got is not None  # count(*) has a row
+        return int(got[0])
 
     # fill and holds ---------------------------------------------------------------
     def fill_counts(self) -> dict[str, dict[str, Any]]:

@@ -163,6 +163,14 @@ _ROW_COLS = (
     "id, kind, url, method, body, body_type, parent_id, status, attempts, retryable, "
     "last_error_kind, last_error, last_http_status, context, created_at, updated_at"
 )
+_N_ROW_COLS = _ROW_COLS.count(",") + 1
+
+
+def _row_cols_of(table: str) -> str:
+    """``_ROW_COLS`` qualified by a table name or alias, for a join."""
+    return ", ".join(f"{table}.{c.strip()}" for c in _ROW_COLS.split(","))
+
+
 _ITEM_COLS = (
     "dedupe_key, source_type, source_id, data, content_hash, first_scraped, "
     "last_scraped, complete, row_id"

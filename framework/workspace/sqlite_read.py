@@ -7,7 +7,7 @@ it iterates, and memory stays flat on a million rows. It never writes.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from typing import Any
 
 from framework.errors import WorkspaceError
@@ -15,11 +15,13 @@ from framework.workspace import holds
 from framework.workspace.records import Row, RowStatus, StoredItem, StoredResponse
 from framework.workspace.sqlite_base import (
     _ITEM_COLS,
+    _N_ROW_COLS,
     _ROW_COLS,
     CHUNK,
     SqliteBase,
     _chunks,
     _marks,
+    _row_cols_of,
     _to_item,
     _to_row,
 )
@@ -132,7 +134,7 @@ class SqliteReader(SqliteBase):
 
     def misbehaving(self, limit: int = 10) -> list[Row]:
         cur = self._conn().execute(
-            f"SELECT {', '.join('r.' + c.strip() for c in _ROW_COLS.split(','))} "
+            f"SELECT {_row_cols_of('r')} "
             "FROM (SELECT row_id, count(*) AS n FROM attempts WHERE outcome = 'error' "
             "GROUP BY row_id) f JOIN rows r ON r.id = f.row_id "
             "ORDER BY r.status = 'error' DESC, f.n DESC, r.id LIMIT ?",
@@ -229,39 +231,48 @@ class SqliteReader(SqliteBase):
         ).fetchone()
         return int(n), int(size)
 
-    def iter_responses(self) -> Iterator[tuple[Row, StoredResponse]]:
+    def iter_responses(
+        self, skip_kinds: Collection[str] = ()
+    ) -> Iterator[tuple[Row, StoredResponse]]:
         """Every stored response with its row, by row id (a parent page before the
-        pages it found), in bounded chunks with no cursor kept open between them."""
+        pages it found), in bounded chunks with no cursor kept open between them; but
+        those of rows of the kinds ``skip_kinds`` (neither read nor decoded)."""
         if not self._has_responses():
             return
+        kinds = sorted(skip_kinds)
+        skip = f" AND w.kind NOT IN ({_marks(len(kinds))})" if kinds else ""
+        sql = (
+            f"SELECT {_row_cols_of('w')}, r.url, r.final_url, r.status, r.content_type, "
+            "r.codec, r.body, r.size FROM responses r JOIN rows w ON w.id = r.row_id "
+            f"WHERE r.row_id > ?{skip} ORDER BY r.row_id LIMIT {CHUNK}"
+        )
         last = 0
         while True:
-            got = (
-                self._conn().execute(
-                    "SELECT row_id, url, final_url, status, content_type, codec, body, size "
-                    f"FROM responses WHERE row_id > ? ORDER BY row_id LIMIT {CHUNK}",
-                    (last,),
-                )
-            ).fetchall()
-            if not got:
-                return
-            ids = [r[0] for r in got]
-            rows = {
-                r[0]: _to_row(r)
-                for r in self._conn().execute(
-                    f"SELECT {_ROW_COLS} FROM rows WHERE id IN ({_marks(len(ids))})", ids
-                )
-            }
-            for row_id, url, final_url, status, ctype, codec, body, size in got:
-                row = rows.get(row_id)
-                if row is None:
-                    continue
+            got = self._conn().execute(sql, (last, *kinds)).fetchall()
+            for r in got:
+                row = _to_row(r)
+                url, final_url, status, ctype, codec, body, size = r[_N_ROW_COLS:]
                 if codec != "zlib":
                     raise WorkspaceError(f"{self.path}: a stored response in codec {codec!r}")
-                yield row, StoredResponse(row_id, url, final_url, status, ctype, body, size)
+                yield row, StoredResponse(row.id, url, final_url, status, ctype, body, size)
             if len(got) < CHUNK:
                 return
-            last = ids[-1]
+            last = got[-1][0]
+
+    def responses_of(self, kinds: Collection[str]) -> int:
+        """How many stored responses belong to rows of ``kinds``."""
+        if not kinds or not self._has_responses():
+            return 0
+        (n,) = (
+            self._conn()
+            .execute(
+                "SELECT count(*) FROM responses r JOIN rows w ON w.id = r.row_id "
+                f"WHERE w.kind IN ({_marks(len(kinds))})",
+                sorted(kinds),
+            )
+            .fetchone()
+        )
+        return int(n)
 
     def fill_counts(self) -> dict[str, dict[str, Any]]:
         """Per page kind of the item's row: how many stored items, and per field how
