@@ -1,8 +1,9 @@
 """`framework reparse` reads again only the pages of kinds whose part of the spec changed
 since they were read (framework/crawl/fingerprint.py), and what it leaves unread is
 what reading it would give: the same items as `--all`, the last run's fill rates kept.
-A job-level change, other extraction limits on the crawl, or a workspace from before
-digests were kept leave every page of the kinds concerned to be read again (a reparse
+A job-level change, other extraction limits on the crawl, other code (an edited module
+of the framework, another parser version) or a workspace from before digests were kept
+leave every page of the kinds concerned to be read again (a reparse
 killed before it finished: tests/test_reparse_speed_paths.py)."""
 
 from __future__ import annotations
@@ -14,9 +15,11 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import parsel
 import pytest
 
-from framework.crawl.fingerprint import kind_fingerprints
+from framework.crawl import fingerprint
+from framework.crawl.fingerprint import kind_fingerprints, source_digest
 from framework.crawl.page import CompiledJob
 from framework.spec import load_spec
 from framework.workspace import Workspace
@@ -192,3 +195,45 @@ def test_pages_stored_before_digests_were_kept_are_read_after_a_new_crawl(crawle
     assert done["counts"]["pages"] == sum(_stored_by_kind(ws).values()) >= sum(stored.values())
     with Workspace.open(ws, create=False, readonly=True) as opened:
         assert opened.read_with() == {k: {d} for k, d in _digests(spec).items()}
+
+
+def test_the_source_digest_sees_every_edit_of_a_module(tmp_path) -> None:
+    (tmp_path / "pkg" / "sub").mkdir(parents=True)
+    (tmp_path / "pkg" / "a.py").write_text("X = 1\n")
+    (tmp_path / "pkg" / "sub" / "b.py").write_text("Y = 2\n")
+    first = source_digest(tmp_path / "pkg")
+    (tmp_path / "pkg" / "notes.txt").write_text("not code")
+    assert source_digest(tmp_path / "pkg") == first
+    (tmp_path / "pkg" / "sub" / "b.py").write_text("Y = 3\n")  # one byte
+    edited = source_digest(tmp_path / "pkg")
+    assert edited != first
+    (tmp_path / "pkg" / "sub" / "b.py").rename(tmp_path / "pkg" / "sub" / "c.py")
+    assert source_digest(tmp_path / "pkg") not in (first, edited)
+    (tmp_path / "pkg" / "sub" / "c.py").rename(tmp_path / "pkg" / "sub" / "b.py")
+    (tmp_path / "pkg" / "sub" / "__init__.py").write_text("")  # an empty module too
+    assert source_digest(tmp_path / "pkg") not in (first, edited)
+
+
+def test_other_code_or_another_parser_version_changes_every_kind_s_digest(
+    tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spec = write_good_spec("cases", "http://127.0.0.1:9", tmp_path)
+    before = _digests(spec)
+    code = fingerprint.code_digest()
+    monkeypatch.setattr(fingerprint, "code_digest", lambda: code[::-1])  # an edited module
+    assert all(before[k] != d for k, d in _digests(spec).items())
+    monkeypatch.undo()
+
+    for target, name, other in (
+        (fingerprint, "source_digest", lambda root: "an edited module"),
+        (parsel, "__version__", parsel.__version__ + ".post1"),
+    ):
+        fingerprint.code_digest.cache_clear()
+        monkeypatch.setattr(target, name, other)
+        try:
+            assert fingerprint.code_digest() != code, name
+            assert all(before[k] != d for k, d in _digests(spec).items())
+        finally:
+            monkeypatch.undo()
+            fingerprint.code_digest.cache_clear()
+    assert _digests(spec) == before
