@@ -80,9 +80,15 @@ def test_an_unchanged_spec_reads_nothing_and_all_reads_everything(crawled) -> No
     assert done["carried"] == ["detail"]  # the kind that emits items
     r = run_cli("status", "fixture-cases", "--workspace", str(ws), "--json")
     assert r.returncode == 0, r.stderr[-2000:]
-    last = json.loads(r.stdout)["fill_rates"]["last_run"]
+    rates = json.loads(r.stdout)["fill_rates"]
+    last = rates["last_run"]
     assert last["detail"]["records"] > 0
     assert last["detail"]["fields"]["title"] == 1.0
+    assert rates["carried"] == ["detail"]  # and says those figures are the crawl's
+    r = run_cli("status", "fixture-cases", "--workspace", str(ws))
+    assert "detail: " in r.stdout
+    line = next(s for s in r.stdout.splitlines() if s.strip().startswith("detail: "))
+    assert line.endswith("(left unread by the last reparse: the run before's)"), line
 
     said, done = _reparse(spec, ws, "--all")
     assert done["counts"]["pages"] == sum(stored.values())
@@ -90,6 +96,8 @@ def test_an_unchanged_spec_reads_nothing_and_all_reads_everything(crawled) -> No
     assert (done["counts"]["items_changed"], done["counts"]["items_new"]) == (0, 0)
     assert item_hashes(ws) == hashes
     assert site.stats() == requests
+    r = run_cli("status", "fixture-cases", "--workspace", str(ws), "--json")
+    assert json.loads(r.stdout)["fill_rates"]["carried"] == []  # every kind read this time
 
 
 def test_a_detail_fix_reads_the_detail_pages_and_their_subtabs_only(crawled, tmp_path) -> None:

@@ -21,6 +21,7 @@ def last_extraction(event: Mapping[str, Any]) -> dict[str, Any]:
     warnings = event.get("warnings")
     fill = event.get("fill")
     drift = event.get("drift")
+    carried = event.get("carried")  # kinds a reparse left unread: their figures are older
     return {
         "by": "reparse" if event.get("event") == "reparse_finished" else "crawl",
         "time": event.get("time") if isinstance(event.get("time"), str) else None,
@@ -31,6 +32,7 @@ def last_extraction(event: Mapping[str, Any]) -> dict[str, Any]:
         "nothing_extracted": event.get("nothing_extracted") is True,
         # selector drift of that run (framework/crawl/drift.py)
         "drift": [d for d in drift if isinstance(d, dict)] if isinstance(drift, list) else [],
+        "carried": [k for k in carried if isinstance(k, str)] if isinstance(carried, list) else [],
     }
 
 
@@ -66,6 +68,9 @@ def sections(extraction: Mapping[str, Any] | None, stored: Mapping[str, Any]) ->
         },
         "fill_rates": {
             "last_run": rates(last.get("fill", {})),
+            # kinds the last run (a reparse) left unread: their last_run figures are the
+            # run's before, which read them
+            "carried": list(last.get("carried", [])),
             "stored": rates(stored),
         },
     }
@@ -92,11 +97,17 @@ def render_lines(report: Mapping[str, Any]) -> list[str]:
             out.append(f"  {what} {name}: {w.get('count')}x{eg}")
     fill = report.get("fill_rates") or {}
     last, stored = fill.get("last_run") or {}, fill.get("stored") or {}
+    carried = set(fill.get("carried") or ())
     if last or stored:
         out.append("fill rates (share of records with a value): last run / all stored items")
         for kind in sorted(set(last) | set(stored)):
             a, b = last.get(kind, {}), stored.get(kind, {})
-            out.append(f"  {kind}: {a.get('records', '-')} / {b.get('records', '-')} records")
+            older = (
+                " (left unread by the last reparse: the run before's)" if kind in carried else ""
+            )
+            out.append(
+                f"  {kind}: {a.get('records', '-')} / {b.get('records', '-')} records{older}"
+            )
             fa, fb = a.get("fields", {}), b.get("fields", {})
             for name in sorted(set(fa) | set(fb)):
                 out.append(f"    {name:<24} {_pct(fa.get(name))} / {_pct(fb.get(name))}")
