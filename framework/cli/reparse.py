@@ -40,7 +40,7 @@ def reparse(job: str, workspace: str | None, processes: str, every_kind: bool, q
     """Re-extract the pages stored in JOB's workspace with the current spec, without
     fetching anything: changed items get a new content hash (and ship again), new links
     become pending rows for the next crawl. Pages of a kind whose part of the spec (and
-    the job-level keys, the extraction limits, the framework's version) is the one they
+    the job-level keys, the extraction limits, the framework's code) is the one they
     were read with are left as they are, unless --all.
 
     Exit 0; 4 when the spec now extracts nothing, or pages that were read before now
