@@ -9,9 +9,12 @@ carries is the median of the per-round ratios B / A.
 
 * ``crawl``: ``framework crawl`` of bench/specs/bench.yaml into a fresh workspace, the
   demo site started once (``--cases``), the bench's common settings.
-* ``reparse``: ``framework reparse`` of a copy of one workspace, crawled once (by B) with
-  the job's ``court`` selector broken, with the fixed job: every detail item changes,
-  as in bench_reparse.py. ``--processes`` is passed on (default ``auto``).
+* ``reparse``: ``framework reparse`` of a copy of a workspace crawled once with the
+  job's ``court`` selector broken, with the fixed job: every detail item changes, as in
+  bench_reparse.py. Each revision reparses a workspace it crawled itself: a kind's
+  digest covers the framework's source (framework/crawl/fingerprint.py), so one
+  revision's crawl would have the other's reparse read every kind. ``--processes`` is
+  passed on (default ``auto``); each round says how many pages were read.
 
     .venv/bin/python bench/bench_versions.py 1485726 f9c0f88 --what crawl --rounds 8
     .venv/bin/python bench/bench_versions.py 1485726 f9c0f88 --what reparse --rounds 8 --processes 1
@@ -93,12 +96,12 @@ def main() -> int:
         text = SPEC.read_text().replace("{base}", site.url)
         job.write_text(text)
         settings = setting_args({k: v for k, v in SAME.items() if k != "LOG_LEVEL"})
-        broken = work / "broken"
         if args.what == "reparse":
             broken_job = project / "broken.yaml"
             broken_job.write_text(text.replace(FIXED, BROKEN))
-            argv = [*CLI, "crawl", str(broken_job), "--workspace", str(broken), "-q", *settings]
-            run(argv, project, trees["B"])
+            for v, tree in trees.items():
+                argv = [*CLI, "crawl", str(broken_job), "--workspace", str(work / f"broken-{v}")]
+                run([*argv, "-q", *settings], project, tree)
         runs: dict[str, list[tuple[float, float]]] = {"A": [], "B": []}
         for n in range(args.rounds):
             for v in ("A", "B") if n % 2 == 0 else ("B", "A"):
@@ -107,18 +110,24 @@ def main() -> int:
                 if args.what == "crawl":
                     argv = [*CLI, "crawl", "bench", "--workspace", str(ws), "-q", *settings]
                 else:
-                    shutil.copytree(broken, ws)
+                    shutil.copytree(work / f"broken-{v}", ws)
                     argv = [*CLI, "reparse", "bench", "--workspace", str(ws), "-q"]
                     argv += ["--processes", args.processes]
                 site.reset()
                 wall, cpu = run(argv, project, trees[v])
                 runs[v].append((wall, cpu))
                 served = site.served()
+                read = ""
                 if args.what == "reparse":
-                    changed = last_event(ws, "reparse_finished")["counts"]["items_changed"]
+                    counts = last_event(ws, "reparse_finished")["counts"]
+                    changed = counts["items_changed"]
                     if served or not changed:  # it must fix items, and fetch nothing
                         raise SystemExit(f"reparse by {v}: {served} requests, {changed} changed")
-                print(f"round {n + 1} {v} wall={wall:6.2f}s cpu={cpu:6.2f}s {served=}", flush=True)
+                    read = f" pages={counts['pages']}"
+                print(
+                    f"round {n + 1} {v} wall={wall:6.2f}s cpu={cpu:6.2f}s {served=}{read}",
+                    flush=True,
+                )
     finally:
         site.stop()
         shutil.rmtree(work, ignore_errors=True)
