@@ -90,6 +90,19 @@ def test_list_page_shows_its_links_and_next_page(site, project):
     assert all(statuses)
 
 
+def test_a_list_page_whose_each_matches_nothing_says_which(site, project):
+    spec = project / "projects" / JOB / "job.yaml"
+    text = spec.read_text(encoding="utf-8")
+    spec.write_text(text.replace('"table.cases tbody tr"', '"table.results tr"'), encoding="utf-8")
+    r = _preview(project, "--json")
+    assert r.returncode == 0, r.stderr  # a list row has no required field
+    report = _json(r)
+    assert (report["records"], report["follow"]) == ([], [])
+    assert report["each"] == "table.results tr"
+    r = _preview(project)
+    assert "no records on this page: each (table.results tr) matched nothing" in r.stdout
+
+
 def test_a_missing_required_field_exits_1_and_says_which(site, project):
     untitled = next(b for b in site.truth.broken if b.reason == "missing_required")
     r = _preview(project, untitled.url, "--kind", "detail", "--json")

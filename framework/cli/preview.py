@@ -117,7 +117,8 @@ def render(report: Any) -> str:
             body = f"  body {tab['body']}" if tab["body"] else ""
             lines.append(f"  -> {tab['method']} {tab['url']}  ({tab['kind']}){body}")
     if not report.records and report.tab_value is None and not report.error:
-        lines.append("no records on this page")
+        found = f": each ({report.each}) matched nothing" if report.each else ""
+        lines.append(f"no records on this page{found}")
     if report.follow:
         lines.append(f"links to follow ({len(report.follow)}):")
         lines.extend(f"  -> {link['url']}  ({link['kind']})" for link in report.follow)

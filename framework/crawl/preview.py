@@ -76,6 +76,7 @@ class Preview:
     forms: list[dict[str, Any]] = field(default_factory=list)
     refused: dict[str, int] = field(default_factory=dict)
     tab_value: Any = None  # a sub-tab kind's value
+    each: str | None = None  # the kind's `each` (what finds its records), when it has one
 
     @property
     def missing_required(self) -> bool:
@@ -150,7 +151,10 @@ def explain(
         report.error = str(exc)
         return _masked(report, mask)
     emits = compiled.spec.emits
-    single = compiled.spec.each is None
+    each = compiled.spec.each
+    single = each is None
+    if each is not None:  # as the crawl's each_empty warning names it
+        report.each = str(getattr(each, "label", each))
     for i, record in enumerate(result.records):
         traces: list[FieldTrace] = []
         if id_tracer is not None and i < len(id_tracer.runs):
