@@ -1,8 +1,9 @@
 """`framework crawl JOB --workspace postgresql://...`: every such process is a worker.
 
 * one worker alone finishes the job, with the items of a SQLite crawl field by field;
-  `status`, `export`, `requeue` and `reparse` read the database; a password in the URL
-  is never printed (the server trusts the test's connections, so any password works);
+  `status`, `export` and `requeue` read the database; a password in the URL is never
+  printed (the server trusts the test's connections, so any password works);
+* `reparse` of a database workspace gives the items and counts a folder's gives;
 * four workers, two of them killed by SIGKILL at random moments and replaced: every row
   ends ok, the items equal a single-process SQLite crawl field by field, and the site's
   own counters show no page fetched twice beyond the requests in flight at a kill
@@ -172,17 +173,7 @@ def test_one_worker_finishes_the_job_and_the_commands_read_the_database(
     err = _finish(_worker(spec, pg_url, "-v"))
     assert "[redacted]" in err  # the summary names the workspace, masked
     assert _not_ok(pg_url) == 0
-    with Workspace.open(pg_url, create=False, readonly=True) as ws:
-        items = {
-            i.dedupe_key: {
-                "dedupe_key": i.dedupe_key,
-                "source_type": i.source_type,
-                "source_id": i.source_id,
-                **i.data,
-            }
-            for i in ws.store.iter_items(complete_only=False)
-        }
-    assert items == reference
+    assert _pg_items(pg_url) == reference
     fetched = _hits(site) - before
     assert fetched == before  # every page once, as the SQLite crawl did
     lines = _url_lines(pg_url)
@@ -211,6 +202,45 @@ def test_one_worker_finishes_the_job_and_the_commands_read_the_database(
     assert f"requeued {len(reference)} rows" in requeued.stdout
     assert _not_ok(pg_url) == len(reference)
     assert any(e["event"] == "requeued" for e in _events(pg_url))
+
+
+def test_reparse_reads_the_database_as_it_reads_a_folder(make_site, good_spec, tmp_path, pg_url):
+    site, spec = _reference(make_site, good_spec, tmp_path, cases=40, delay=0.0)
+    _finish(_worker(spec, pg_url))
+    text = spec.read_text(encoding="utf-8")
+    assert '".court::text"' in text
+    spec.write_text(text.replace('".court::text"', '".courtroom::text"'), encoding="utf-8")
+    before = _hits(site)
+    folder = str(tmp_path / "reference")
+    done = {}
+    for where in (pg_url, folder):  # the same fix, applied to both workspaces
+        r = _run("reparse", str(spec), "--workspace", where, "-q", cwd=tmp_path)
+        assert r.returncode == EXIT_OK, r.stderr[-2000:]
+        with Workspace.open(where, create=False, readonly=True) as ws:
+            done[where] = ws.events.last({"reparse_finished"})
+    assert _hits(site) == before  # no request
+    reparsed = workspace_items(Path(folder))
+    assert _pg_items(pg_url) == reparsed
+    assert {item["court"] for item in reparsed.values()} == {None}  # the fix reached them
+    pg, sqlite = done[pg_url]["counts"], done[folder]["counts"]
+    assert pg["items_changed"] == sqlite["items_changed"] == len(reparsed)
+    # the list pages, whose spec did not change, were left unread on both
+    assert (pg["pages"], pg["unchanged_kind"]) == (sqlite["pages"], sqlite["unchanged_kind"])
+    assert pg["unchanged_kind"] > 0
+
+
+def _pg_items(url: str) -> dict[str, dict[str, Any]]:
+    """The items of a database workspace, as ``workspace_items`` gives a folder's."""
+    with Workspace.open(url, create=False, readonly=True) as ws:
+        return {
+            i.dedupe_key: {
+                "dedupe_key": i.dedupe_key,
+                "source_type": i.source_type,
+                "source_id": i.source_id,
+                **i.data,
+            }
+            for i in ws.store.iter_items(complete_only=False)
+        }
 
 
 def _all_workers(url: str) -> list[int]:
