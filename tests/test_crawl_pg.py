@@ -173,7 +173,7 @@ def test_one_worker_finishes_the_job_and_the_commands_read_the_database(
     err = _finish(_worker(spec, pg_url, "-v"))
     assert "[redacted]" in err  # the summary names the workspace, masked
     assert _not_ok(pg_url) == 0
-    assert _pg_items(pg_url) == reference
+    assert workspace_items(pg_url) == reference
     fetched = _hits(site) - before
     assert fetched == before  # every page once, as the SQLite crawl did
     lines = _url_lines(pg_url)
@@ -220,27 +220,13 @@ def test_reparse_reads_the_database_as_it_reads_a_folder(make_site, good_spec, t
             done[where] = ws.events.last({"reparse_finished"})
     assert _hits(site) == before  # no request
     reparsed = workspace_items(Path(folder))
-    assert _pg_items(pg_url) == reparsed
+    assert workspace_items(pg_url) == reparsed
     assert {item["court"] for item in reparsed.values()} == {None}  # the fix reached them
     pg, sqlite = done[pg_url]["counts"], done[folder]["counts"]
     assert pg["items_changed"] == sqlite["items_changed"] == len(reparsed)
     # the list pages, whose spec did not change, were left unread on both
     assert (pg["pages"], pg["unchanged_kind"]) == (sqlite["pages"], sqlite["unchanged_kind"])
     assert pg["unchanged_kind"] > 0
-
-
-def _pg_items(url: str) -> dict[str, dict[str, Any]]:
-    """The items of a database workspace, as ``workspace_items`` gives a folder's."""
-    with Workspace.open(url, create=False, readonly=True) as ws:
-        return {
-            i.dedupe_key: {
-                "dedupe_key": i.dedupe_key,
-                "source_type": i.source_type,
-                "source_id": i.source_id,
-                **i.data,
-            }
-            for i in ws.store.iter_items(complete_only=False)
-        }
 
 
 def _all_workers(url: str) -> list[int]:
