@@ -85,7 +85,14 @@ def make_demo(clone: Path, env: dict[str, str]) -> subprocess.Popen[str]:
         stderr=subprocess.STDOUT,
         text=True,
         start_new_session=True,  # its own group, so the Ctrl-C test can signal it alone
+        # Ctrl-C as a terminal gives it: a runner started in the background by a shell
+        # without job control ignores SIGINT, and every child would inherit that
+        preexec_fn=_ctrl_c_default,
     )
+
+
+def _ctrl_c_default() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def marked_processes(mark: str) -> list[psutil.Process]:
