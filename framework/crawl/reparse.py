@@ -298,7 +298,8 @@ def _carried(ws: Workspace, kinds: frozenset[str]) -> dict[str, Any]:
     the job's, so a reparse of one kind does not blank the others'."""
     if not kinds:
         return {"fill": {}, "warnings": []}
-    event = ws.events.last(EXTRACTION_EVENTS)  # from the log's end: O(1) in its length
+    # from the log's end: what was written since the last finished run, not the whole log
+    event = ws.events.last(EXTRACTION_EVENTS)
     last = last_extraction(event or {})
     return {
         "fill": {k: v for k, v in last["fill"].items() if k in kinds},
