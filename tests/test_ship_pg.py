@@ -292,15 +292,49 @@ def test_a_shipper_stopped_past_its_lease_cannot_record_over_the_newer_delivery(
     assert server.row(key)["content_hash"] == v2  # type: ignore[index]
 
 
+class _HoldingEndpoint(FaultEndpoint):
+    """The fault endpoint, holding the answer to every request that arrives after the
+    first ``answered`` until :attr:`released` is set. The test sets it once the 429's
+    deadline is in the database: a request another shipper had on its way at the 429 is
+    answered after the deadline is recorded, whatever the scheduler does meanwhile (on
+    a loaded machine the shipper that got the 429 may be descheduled between reading it
+    and recording it, while another completes a whole request and sends the next; that
+    race no shipper can close, and a count of requests would make it a timing test)."""
+
+    def __init__(self, answered: int) -> None:
+        self.answered = answered
+        self.arrivals = 0
+        self.released = threading.Event()
+        self._order = threading.Lock()
+        super().__init__()
+
+    def _handle(self, h: Any) -> None:
+        with self._order:
+            self.arrivals += 1
+            held = self.arrivals > self.answered
+        if held:
+            self.released.wait(120)  # the test fails on its own if the deadline never comes
+        super()._handle(h)
+
+    def close(self) -> None:
+        self.released.set()
+        super().close()
+
+
+def _deadline_recorded(backend: Backend) -> bool:
+    (made,) = _query(backend, "SELECT to_regclass('ship_deadlines') IS NOT NULL")[0]
+    return bool(made) and bool(_query(backend, "SELECT 1 FROM ship_deadlines"))
+
+
 @pytest.fixture
-def endpoint() -> Iterator[FaultEndpoint]:
-    site = FaultEndpoint()
+def endpoint() -> Iterator[_HoldingEndpoint]:
+    site = _HoldingEndpoint(answered=41)  # the 41st is the 429
     yield site
     site.close()
 
 
 def test_retry_after_holds_back_every_shipper(
-    pg_workspace: Backend, endpoint: FaultEndpoint, tmp_path: Path
+    pg_workspace: Backend, endpoint: _HoldingEndpoint, tmp_path: Path
 ) -> None:
     _fill(pg_workspace, 300)
     # 40 normal answers, then a Retry-After far over the cap (--retry-after-cap 300)
@@ -310,12 +344,14 @@ def test_retry_after_holds_back_every_shipper(
     )
     url = f"{endpoint.url}"
     procs = [_ship(pg_workspace, url, tmp_path, "--batch-size", "1") for _ in range(3)]
+    _wait_for(lambda: _deadline_recorded(pg_workspace), "the 429's deadline in the database")
+    endpoint.released.set()  # the other shippers' requests on their way are answered now
     results = [_finish(p) for p in procs]
     for code, _, err in results:
         assert code == 3, err  # every shipper stopped: come back later
     assert any("Retry-After 3600" in err for _, _, err in results)
     # order and counts: after the 429 only the requests the two other shippers already
-    # had on their way (one each, concurrency 1) arrived; nothing after those
+    # had on their way (one each, concurrency 1) arrived; none once they could see it
     paths = endpoint.paths()
     assert 41 <= len(paths) <= 41 + 2, len(paths)
     # the deadline is the workspace's, by the database clock: a new shipper sends nothing
