@@ -157,49 +157,32 @@ class PgLog(JsonlLog):
     def read(self) -> Iterator[dict[str, Any]]:
         """Every line, oldest first, a page at a time (no cursor kept open)."""
         self.skipped = 0
-        if not _has_table(self.store, "log_lines"):
-            return
-        after = 0
-        while True:
-            page = (
-                self.store._conn()
-                .execute(
-                    "SELECT id, record FROM log_lines WHERE log = %s AND id > %s "
-                    "ORDER BY id LIMIT %s",
-                    (self.name, after, PAGE),
-                )
-                .fetchall()
-            )
-            for rid, text in page:
-                after = int(rid)
-                record = self._parse(text.encode("utf-8") + b"\n")
-                if record is None:
-                    self.skipped += 1
-                else:
-                    yield record
-            if len(page) < PAGE:
-                return
+        for record in self._lines(newest_first=False):
+            if record is None:
+                self.skipped += 1
+            else:
+                yield record
 
     def newest_first(self) -> Iterator[dict[str, Any]]:
         """Every line, newest first, a page at a time (no cursor kept open)."""
+        return (r for r in self._lines(newest_first=True) if r is not None)
+
+    def _lines(self, newest_first: bool) -> Iterator[dict[str, Any] | None]:
+        """The log's lines parsed (None: not a record), by id in either order, keyset
+        paged ``PAGE`` at a time."""
         if not _has_table(self.store, "log_lines"):
             return
-        before = 2**63 - 1  # above every BIGINT id
+        if newest_first:
+            mark = 2**63 - 1  # above every BIGINT id
+            sql = "SELECT id, record FROM log_lines WHERE log = %s AND id < %s ORDER BY id DESC"
+        else:
+            mark = 0
+            sql = "SELECT id, record FROM log_lines WHERE log = %s AND id > %s ORDER BY id"
         while True:
-            page = (
-                self.store._conn()
-                .execute(
-                    "SELECT id, record FROM log_lines WHERE log = %s AND id < %s "
-                    "ORDER BY id DESC LIMIT %s",
-                    (self.name, before, PAGE),
-                )
-                .fetchall()
-            )
+            page = self.store._conn().execute(f"{sql} LIMIT %s", (self.name, mark, PAGE)).fetchall()
             for rid, text in page:
-                before = int(rid)
-                record = self._parse(text.encode("utf-8") + b"\n")
-                if record is not None:
-                    yield record
+                mark = int(rid)
+                yield self._parse(text.encode("utf-8") + b"\n")
             if len(page) < PAGE:
                 return
 
