@@ -63,6 +63,16 @@ def test_logs_read_newest_first_across_pages(pg_url: str, monkeypatch: pytest.Mo
         ws.urls.append({"url": "http://h/other-log"})  # another log's lines are not read
         assert [e.get("n") for e in ws.events.newest_first()] == [None, 6, 5, 4, 3, 2, 1, 0]
         assert ws.events.last({"run_finished"}) == {"event": "run_finished", "n": 6}
+        assert ws.events.last({"items_changed"}) == {"event": "items_changed"}
+        assert [e["n"] for e in ws.events.newest_first({"run_finished"})] == [6, 5, 4, 3, 2, 1, 0]
+        assert list(ws.events.newest_first(set())) == []
+        # a line that is not a record (hand-edited) is counted either way, as in a file
+        ws.store._conn().execute(
+            "INSERT INTO log_lines (log, worker, time, record) VALUES ('events', 'w', 't', '[1')"
+        )
+        for read in (ws.events.newest_first, ws.events.read, ws.events.newest_first):
+            assert len(list(read())) == 8
+            assert ws.events.skipped == 1  # each read counts its own
 
 
 def test_a_database_without_a_workspace_is_refused_read_only(

@@ -112,6 +112,8 @@ def test_tail_reads_further_back_past_invalid_lines(tmp_path: Path) -> None:
         b'{"i":0}\ngarbage\n[1]\n\n{"i":1}\n',  # lines that are not records
         b'{"i":0,"pad":"' + b"x" * 300 + b'"}\n{"i":1}\n',  # a line longer than blocks
         b"\n".join(b'{"i":%d}' % i for i in range(500)) + b"\n",
+        # events asked for, one named only in another field, one with spaces
+        b'{"event":"a","i":0}\n{"event":"b","note":"a"}\n{"event": "c"}\n"a" [\n{"event":"a"',
     ],
 )
 def test_newest_first_is_the_log_read_backwards(
@@ -121,7 +123,12 @@ def test_newest_first_is_the_log_read_backwards(
     path = tmp_path / "n.jsonl"
     path.write_bytes(data)
     log = JsonlLog(path)
-    assert list(log.newest_first()) == list(reversed(list(log.read())))
+    forward = list(log.read())
+    skipped = log.skipped
+    assert list(log.newest_first()) == list(reversed(forward))
+    assert log.skipped == skipped  # the same lines are not records, either way
+    wanted = [r for r in reversed(forward) if r.get("event") in {"a", "c"}]
+    assert list(log.newest_first({"a", "c"})) == wanted
 
 
 def test_last_finds_the_newest_record_of_the_named_events(tmp_path: Path) -> None:

@@ -59,7 +59,8 @@ def build(path: Path) -> dict[str, int]:
             s.commit(Outcome(d3.id, ok=False, http_status=503, error_kind=ErrorKind.HTTP_5XX))
         s.commit(Outcome(d4.id, ok=False, http_status=404, error_kind=ErrorKind.HTTP_4XX))
         s.commit(Outcome(d5.id, ok=False, error_kind=ErrorKind.CONNECT, error="refused"))
-        ws.record_spec("sha256:one")
+        ws.record_spec("sha256:zero")
+        ws.record_spec("sha256:one")  # a change, kept in meta `spec_history`
         ws.events.append({"event": "run_started", "time": "2026-01-01T10:00:00+00:00"})
         ws.events.append(
             {
@@ -69,7 +70,7 @@ def build(path: Path) -> dict[str, int]:
                 "counts": {"requests": 15, "items_new": 2},
             }
         )
-        ws.events.append(
+        ws.events.append(  # what a crawl announces; status counts the meta's history
             {"event": "spec_changed", "time": "2026-01-01T11:00:00+00:00", "old": "a", "new": "b"}
         )
         ws.events.append({"event": "run_resumed", "time": "2026-01-01T11:00:01+00:00"})
@@ -137,7 +138,7 @@ def test_budget_changes_what_is_exhausted(built: tuple[Workspace, dict[str, int]
     assert r["queue"] == {"pending": 2, "retryable": 3, "exhausted": 1, "to_fetch": 5}
 
 
-def test_last_run_and_spec_changes_come_from_events(
+def test_last_run_comes_from_events_and_spec_changes_from_meta(
     built: tuple[Workspace, dict[str, int]],
 ) -> None:
     ws, _ = built
@@ -152,10 +153,10 @@ def test_last_run_and_spec_changes_come_from_events(
         "exit_code": None,
         "requeued_since": False,
     }
-    assert r["spec"] == {
-        "hash": "sha256:one",
-        "changes": [{"time": "2026-01-01T11:00:00+00:00", "old": "a", "new": "b"}],
-    }
+    (change,) = r["spec"].pop("changes")
+    assert change == {"time": change["time"], "spec_hash": "sha256:one", "previous": "sha256:zero"}
+    assert isinstance(change["time"], str)
+    assert r["spec"] == {"hash": "sha256:one", "changes_total": 1, "history_truncated": False}
     assert r["crawl_running"] is False
 
 

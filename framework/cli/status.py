@@ -206,7 +206,8 @@ def render(job: str, r: dict[str, Any]) -> str:
     spec = r["spec"]
     if spec["changes"]:
         last = spec["changes"][-1]
-        out.append(f"spec changed {len(spec['changes'])}x, last at {last.get('time')}")
+        times = f"{spec['changes_total']}{'+' if spec['history_truncated'] else ''}"
+        out.append(f"spec changed {times}x, last at {last.get('time')}")
     for name, section in r["plugins"].items():
         out.append("")
         if isinstance(section, str):

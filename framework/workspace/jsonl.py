@@ -165,7 +165,7 @@ class JsonlLog:
         self.path = Path(path)
         self.fsync = fsync  # fsync after each line: survives an OS crash, costs a disk flush
         self.redact = redact
-        self.skipped = 0  # lines skipped by the last full read
+        self.skipped = 0  # lines skipped by the last read (either direction)
         self.repaired = 0  # torn tails repaired by this writer
         # Replaces known secret values in a record (set by the crawl; see the docstring).
         self.masker: Callable[[Any], Any] | None = None
@@ -309,9 +309,22 @@ class JsonlLog:
                     return records[-n:]
                 need *= 2  # invalid lines were skipped: read further back
 
-    def newest_first(self) -> Iterator[dict[str, Any]]:
+    def newest_first(self, events: Collection[str] | None = None) -> Iterator[dict[str, Any]]:
         """Every whole record, newest first, reading backwards in blocks: what a reader
-        of the latest events needs costs the log's recent end, not its whole length."""
+        of the latest events needs costs the log's recent end, not its whole length.
+        With ``events``, only the records whose ``event`` is one of them: a line that
+        does not hold one of those names as a JSON string is passed over unparsed (the
+        names are ASCII, which JSON writers do not escape), so a reader that must go
+        far back pays a search per block, not a parse per line. The lines read that are
+        not records are counted in :attr:`skipped`, as :meth:`read` counts them."""
+        self.skipped = 0
+        names = frozenset(events) if events is not None else None
+        # one search of a whole block passes over a block of other events at C speed
+        named = (
+            re.compile(b"|".join(re.escape(json.dumps(n).encode()) for n in sorted(names)))
+            if names
+            else None
+        )
         try:
             f = open(self.path, "rb")  # noqa: SIM115 - closed by the with below
         except FileNotFoundError:
@@ -331,20 +344,28 @@ class JsonlLog:
                     head, body = head[: cut + 1], head[cut + 1 :]
                 else:
                     head, body = b"", head
-                lines = body.split(b"\n")
                 # after body's last newline: the file's torn or empty tail on the first
-                # block, an empty string on the others (each ends where a line began)
-                lines.pop()
+                # block, nothing on the others (each ends where a line began)
+                whole = body.rfind(b"\n") + 1
+                if whole < len(body):
+                    self.skipped += 1  # torn, or being written right now
+                if names is not None and (named is None or not named.search(body, 0, whole)):
+                    continue
+                lines = body[:whole].split(b"\n")
+                lines.pop()  # after the last newline: empty
                 for raw in reversed(lines):
+                    if named is not None and not named.search(raw):
+                        continue
                     record = self._parse(raw + b"\n")
-                    if record is not None:
+                    if record is None:
+                        self.skipped += 1
+                    elif names is None or record.get("event") in names:
                         yield record
 
     def last(self, events: Collection[str]) -> dict[str, Any] | None:
         """The newest record whose ``event`` is one of ``events`` (None: there is none)."""
-        for record in self.newest_first():
-            if record.get("event") in events:
-                return record
+        for record in self.newest_first(events):
+            return record
         return None
 
 

@@ -35,7 +35,7 @@ import os
 import socket
 import tempfile
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -163,23 +163,44 @@ class PgLog(JsonlLog):
             else:
                 yield record
 
-    def newest_first(self) -> Iterator[dict[str, Any]]:
-        """Every line, newest first, a page at a time (no cursor kept open)."""
-        return (r for r in self._lines(newest_first=True) if r is not None)
+    def newest_first(self, events: Collection[str] | None = None) -> Iterator[dict[str, Any]]:
+        """Every line, newest first, a page at a time (no cursor kept open); with
+        ``events``, the lines that cannot name one are left in the database (the file's
+        substring rule, :meth:`JsonlLog.newest_first`)."""
+        self.skipped = 0
+        names = frozenset(events) if events is not None else None
+        for record in self._lines(newest_first=True, names=names):
+            if record is None:
+                self.skipped += 1
+            elif names is None or record.get("event") in names:
+                yield record
 
-    def _lines(self, newest_first: bool) -> Iterator[dict[str, Any] | None]:
+    def _lines(
+        self, newest_first: bool, names: frozenset[str] | None = None
+    ) -> Iterator[dict[str, Any] | None]:
         """The log's lines parsed (None: not a record), by id in either order, keyset
-        paged ``PAGE`` at a time."""
+        paged ``PAGE`` at a time; with ``names``, only lines holding one of them as a
+        JSON string."""
         if not _has_table(self.store, "log_lines"):
             return
         if newest_first:
             mark = 2**63 - 1  # above every BIGINT id
-            sql = "SELECT id, record FROM log_lines WHERE log = %s AND id < %s ORDER BY id DESC"
+            sql = "SELECT id, record FROM log_lines WHERE log = %s AND id < %s"
         else:
             mark = 0
-            sql = "SELECT id, record FROM log_lines WHERE log = %s AND id > %s ORDER BY id"
+            sql = "SELECT id, record FROM log_lines WHERE log = %s AND id > %s"
+        needles = [json.dumps(n) for n in sorted(names)] if names is not None else []
+        if names is not None:  # none: no line can name one
+            sql += (
+                " AND (" + " OR ".join(["strpos(record, %s) > 0"] * len(needles) or ["false"]) + ")"
+            )
+        sql += " ORDER BY id DESC" if newest_first else " ORDER BY id"
         while True:
-            page = self.store._conn().execute(f"{sql} LIMIT %s", (self.name, mark, PAGE)).fetchall()
+            page = (
+                self.store._conn()
+                .execute(f"{sql} LIMIT %s", (self.name, mark, *needles, PAGE))
+                .fetchall()
+            )
             for rid, text in page:
                 mark = int(rid)
                 yield self._parse(text.encode("utf-8") + b"\n")

@@ -10,6 +10,7 @@ point is a callable ``(ws: Workspace) -> dict | None`` and its result goes under
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
@@ -19,12 +20,14 @@ from typing import Any
 from framework.workspace import deferrals, fill, integrity, leases
 from framework.workspace.jsonl import redact
 from framework.workspace.records import SCHEMA_VERSION, Row, RowStatus
-from framework.workspace.workspace import Workspace
+from framework.workspace.workspace import SPEC_HISTORY_MAX, Workspace
 
 STATUS_GROUP = "framework.status"
 RUN_EVENTS = ("run_started", "run_resumed")
 INCOMPLETE_KEYS_MAX = 50
 SPEC_CHANGES_MAX = 10
+# the events status reads (the others, one per changed item, are passed over unparsed)
+SCANNED = frozenset((*RUN_EVENTS, "run_finished", "requeued", *fill.EXTRACTION_EVENTS))
 # a worker silent this long is dead to status; a single-process crawl never beats (its
 # lock tells), so only a worker of `--processes N` is judged by its heartbeat
 WORKER_STALE_S = leases.LEASE_SECONDS
@@ -114,17 +117,17 @@ def build_status(
         # hosts that asked (Retry-After) not to be called before a time still ahead
         "deferrals": _deferrals(ws),
         "last_run": None,
-        "spec": {"hash": ws.spec_hash(), "changes": []},
+        "spec": _spec_changes(ws),
+        # unreadable lines among those read that name an event status reads (the log's
+        # end, back to the last run's start)
         "events_skipped": 0,
         "plugins": {},
     }
     extraction: dict[str, Any] = {}
-    last_run, changes = _scan_events(ws, extraction)
-    report["last_run"] = last_run
+    report["last_run"] = _scan_events(ws, extraction)
     # found-nothing warnings and fill rates (issue 9): see framework/workspace/fill.py
     report.update(fill.sections(extraction, store.fill_counts()))
     report["drift"] = extraction.get("drift", [])  # of the last crawl (crawl/drift.py)
-    report["spec"]["changes"] = changes
     report["integrity"] = integrity.check(ws).as_dict()
     report["state"], report["exit_code"] = _verdict(report)
     report["done"] = report["state"] == "done"
@@ -172,53 +175,79 @@ def _row_summary(ws: Workspace, row: Row) -> dict[str, Any]:
     }
 
 
-def _scan_events(
-    ws: Workspace, extraction: dict[str, Any] | None = None
-) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
-    """One streaming pass over events.jsonl: the last run and the recent spec changes
-    (and into ``extraction`` the last crawl's or reparse's warnings and fill counts)."""
-    run: dict[str, Any] | None = None
-    changes: list[dict[str, Any]] = []
+def _scan_events(ws: Workspace, extraction: dict[str, Any] | None = None) -> dict[str, Any] | None:
+    """The last run (and into ``extraction`` the last crawl's or reparse's warnings and
+    fill counts), reading the log from its end back to the last run's start, and
+    further only until the newest crawl's or reparse's end is found: what status needs
+    costs the last run's lines, not the log's history (a reparse writes a line per page
+    it changed). The result is what one pass over the whole log gave
+    (tests/test_status_scan.py holds that pass as its reference)."""
+    start: dict[str, Any] | None = None
+    finished: dict[str, Any] | None = None  # the first run_finished after the start
+    requeued = False
+    wanted = extraction is not None
     # Events are data another process wrote (or a human edited): every field is read
     # for its type, and a malformed one reads as absent rather than crashing status.
-    for event in ws.events:
+    for event in ws.events.newest_first(SCANNED):
         name = event.get("event")
-        if name in fill.EXTRACTION_EVENTS and extraction is not None:
-            extraction.clear()
+        if wanted and name in fill.EXTRACTION_EVENTS:
+            assert extraction is not None
             extraction.update(fill.last_extraction(event))
-        if name in RUN_EVENTS:
-            run = {
-                "mode": "resumed" if name == "run_resumed" else "started",
-                "started": _text(event.get("time")),
-                "finished": None,
-                "reason": None,
-                "duration_s": None,
-                "counts": {},
-                "exit_code": None,
-                "requeued_since": False,
-            }
-        elif name == "run_finished" and run is not None and run["finished"] is None:
-            run["finished"] = _text(event.get("time")) or "unknown"
-            run["reason"] = _text(event.get("reason"))
-            counts = event.get("counts")
-            run["counts"] = counts if isinstance(counts, dict) else {}
-            code = event.get("exit_code")
-            run["exit_code"] = code if _number(code) and isinstance(code, int) else None
-            duration = event.get("duration_s")
-            run["duration_s"] = (
-                duration if _number(duration) else _seconds(run["started"], run["finished"])
-            )
-            blocked = event.get("blocked")  # the soft ban that stopped it (crawl/blocking.py)
-            if isinstance(blocked, dict):
-                run["blocked"] = blocked  # url, rule, status
-        elif name == "requeued" and run is not None:
-            run["requeued_since"] = True
-        elif name == "spec_changed":
-            changes.append({k: v for k, v in event.items() if k != "event"})
-            del changes[:-SPEC_CHANGES_MAX]
-    if run is not None and run["finished"] is None:
+            wanted = False
+        if start is None:
+            if name in RUN_EVENTS:
+                start = event
+            elif name == "run_finished":
+                finished = event  # read newest first: the last one seen is the first
+            elif name == "requeued":
+                requeued = True
+        if start is not None and not wanted:
+            break
+    if start is None:
+        return None
+    run: dict[str, Any] = {
+        "mode": "resumed" if start.get("event") == "run_resumed" else "started",
+        "started": _text(start.get("time")),
+        "finished": None,
+        "reason": None,
+        "duration_s": None,
+        "counts": {},
+        "exit_code": None,
+        "requeued_since": requeued,
+    }
+    if finished is None:
         run["reason"] = "running" if ws.lock_holder("crawl") else "interrupted"
-    return run, changes
+        return run
+    run["finished"] = _text(finished.get("time")) or "unknown"
+    run["reason"] = _text(finished.get("reason"))
+    counts = finished.get("counts")
+    run["counts"] = counts if isinstance(counts, dict) else {}
+    code = finished.get("exit_code")
+    run["exit_code"] = code if _number(code) and isinstance(code, int) else None
+    duration = finished.get("duration_s")
+    run["duration_s"] = duration if _number(duration) else _seconds(run["started"], run["finished"])
+    blocked = finished.get("blocked")  # the soft ban that stopped it (crawl/blocking.py)
+    if isinstance(blocked, dict):
+        run["blocked"] = blocked  # url, rule, status
+    return run
+
+
+def _spec_changes(ws: Workspace) -> dict[str, Any]:
+    """The spec's recorded changes, from the workspace's meta ``spec_history`` (each
+    hash a crawl or a reparse was run with, when it differed from the one before): the
+    last ``SPEC_CHANGES_MAX`` of them and how many the history holds. It keeps the last
+    ``SPEC_HISTORY_MAX`` hashes: with it full, older changes are forgotten."""
+    history = [h for h in ws.spec_history() if isinstance(h, dict)]
+    changes = [
+        {"time": _text(new.get("time")), "spec_hash": new.get("hash"), "previous": old.get("hash")}
+        for old, new in itertools.pairwise(history)
+    ]
+    return {
+        "hash": ws.spec_hash(),
+        "changes": changes[-SPEC_CHANGES_MAX:],
+        "changes_total": len(changes),
+        "history_truncated": len(history) >= SPEC_HISTORY_MAX,
+    }
 
 
 def _schema_version(ws: Workspace) -> int:
