@@ -9,6 +9,7 @@ working directory itself.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 from framework.errors import SpecError, SpecProblem, UsageError
@@ -25,12 +26,16 @@ def find_root(start: Path | None = None) -> Path:
     return here
 
 
+# What a spec's ``name:`` may be (the spec's models validate it with this). Here, not
+# in the models, so that the commands that only read a workspace (status, requeue) check
+# a job name without importing pydantic and the spec's models: a fifth of their start.
+JOB_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
+
+
 def check_job_name(name: str) -> str:
     """``name`` when it is a job name (what a spec's ``name:`` may be: letters, digits,
     ``_`` or ``-``), else :class:`UsageError`. A job name becomes the folder
     ``var/<job>``: ``../x``, ``/etc`` or ``a/b`` would lead out of it."""
-    from framework.spec.models import JOB_NAME_RE
-
     if not JOB_NAME_RE.match(name):
         raise UsageError(
             f"{name!r} is not a job name (letters, digits, '_' or '-', as in a spec's "

@@ -122,6 +122,19 @@ def test_status_with_an_explicit_workspace(
     assert len(json.loads(out)["misbehaving"]) == 1
 
 
+def test_status_starts_without_the_spec_models(home: Path) -> None:
+    """status only reads a workspace: it checks the job name without importing pydantic
+    and the spec's models (a fifth of its start-up when it did)."""
+    probe = (
+        "import sys; from framework.cli import main; code = main(['status', 'cases']); "
+        "print(code, [m for m in ('pydantic', 'framework.spec.models') if m in sys.modules])"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True
+    ).stdout
+    assert out.splitlines()[-1] == "0 []"
+
+
 def test_requeue_filters_print_the_count_and_log_an_event(
     home: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 import click
 
 from framework.errors import UsageError
-from framework.project import find_root
+from framework.project import JOB_NAME_RE, find_root
 
 _PLACEHOLDER = re.compile(r"\{\{(name|source_type|start_url)\}\}")
 
@@ -68,7 +68,6 @@ def new(
 ) -> None:
     """Write projects/NAME/job.yaml from a template (never overwrites)."""
     from framework.spec import load_spec
-    from framework.spec.models import JOB_NAME_RE
     from framework.spec.schema import with_schema_line
 
     root = find_root()

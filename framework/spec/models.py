@@ -30,11 +30,11 @@ from pydantic import (
 )
 
 from framework.extract.fields import looks_like_xpath
+from framework.project import JOB_NAME_RE
 from framework.spec.render import RenderOptions  # `browser:` (owned by F, issue 11)
 
 # The canonical prefix of every dedupe key: lowercase, no separator that could collide.
 SOURCE_TYPE_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
-JOB_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
 KIND_NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 
 # Which keys of a field are *sources*; their order as written is the fallback order.
