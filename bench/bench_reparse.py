@@ -54,7 +54,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from bench_spider import SAME, SPEC, Site, setting_args  # noqa: E402
 
-CLI = [sys.executable, "-c", "import sys; from framework.cli import main; sys.exit(main())"]
+CLI = [sys.executable, "-c", "from framework.cli import entry; entry()"]  # what `framework` runs
 VARIANTS = ("crawl-broken", "crawl-store", "crawl-nostore", "reparse", "reparse-1", "reparse-all")
 # the fix the reparse applies: a selector that matched nothing, corrected
 FIXED = 'court: ".court::text"'

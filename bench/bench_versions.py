@@ -45,7 +45,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 from bench_reparse import BROKEN, FIXED, last_event  # noqa: E402
 from bench_spider import PY, SAME, SPEC, Site, setting_args  # noqa: E402
 
-CLI = [PY, "-c", "import sys; from framework.cli import main; sys.exit(main())"]
+CLI = [PY, "-c", "from framework.cli import entry; entry()"]  # what `framework` runs
 
 
 def checkout(rev: str, into: Path) -> Path:
