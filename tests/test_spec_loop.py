@@ -110,10 +110,13 @@ def test_wrong_selector_warned_then_fixed_by_reparse_without_fetching(
         "records_dropped",
         "field_empty",
     }
+    assert report["last_reparse"] is None
     text = _status(crawl_cli, root)
     assert f"field_empty detail.court: {n}x, e.g. http" in text
     assert "court" in text
     assert "0.0%" in text
+    assert "last crawl / all stored items" in text
+    assert "last reparse:" not in text
     assert all(item["court"] is None for item in before_items.values())
     hashes = item_hashes(ws)
     requests_before = site.stats()
@@ -153,6 +156,13 @@ def test_wrong_selector_warned_then_fixed_by_reparse_without_fetching(
     assert report["fill_rates"]["stored"]["detail"]["fields"]["court"] == 1.0
     assert report["found_nothing"]["by"] == "reparse"
     assert [w["what"] for w in report["found_nothing"]["warnings"]] == ["records_dropped"]
+    assert report["last_reparse"]["finished"] == done["time"]
+    assert report["last_reparse"]["counts"] == done["counts"]
+    assert report["spec"]["changes_total"] == 1  # the fix, applied by the reparse
+    text = _status(crawl_cli, root)
+    assert f"last reparse: finished {done['time']} (" in text
+    assert f"items_changed {n}" in text
+    assert "last reparse / all stored items" in text
 
     # a second reparse reads nothing (the spec did not change since); with --all it
     # reads every page and changes nothing (unchanged content is not touched)

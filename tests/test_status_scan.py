@@ -84,8 +84,8 @@ def test_reading_from_the_end_gives_what_the_whole_log_gave(tmp_path: Path, seed
     events = random_log(rng, rng.choice([0, 1, 2, 5, 30, 200]))
     with Workspace.open(tmp_path / "ws") as ws:
         ws.events.append_many(events)
-        extraction: dict[str, Any] = {}
-        run = _scan_events(ws, extraction)
+        run, last = _scan_events(ws)
+    extraction = fill_mod.last_extraction(last) if last is not None else {}
     want_run, want_extraction = forward_pass(events)
     assert extraction == want_extraction
     if want_run is None:
@@ -151,3 +151,45 @@ def test_spec_changes_come_from_the_meta_history(tmp_path: Path) -> None:
         assert f"spec changed {SPEC_HISTORY_MAX - 1}+x" in render(
             "job", build_status(ws, max_attempts=3)
         )
+
+
+def test_the_last_reparse_is_shown_until_a_crawl_finishes_after_it(tmp_path: Path) -> None:
+    reparse = {
+        "event": "reparse_finished",
+        "time": "t2",
+        "duration_s": 1.5,
+        "counts": {"pages": 9, "items_changed": 3},
+        "fill": {"detail": {"records": 3, "fields": {"a": 3}}},
+    }
+    with Workspace.open(tmp_path / "ws") as ws:
+        ws.store.seed([NewRow("list", "http://site/")])
+        ws.events.append_many(
+            [
+                {"event": "run_started", "time": "t0"},
+                {"event": "run_finished", "time": "t1", "reason": "finished"},
+                reparse,
+                {"event": "items_changed", "time": "t2"},
+            ]
+        )
+        r = build_status(ws, max_attempts=3, sections={})
+        assert r["last_reparse"] == {
+            "finished": "t2",
+            "duration_s": 1.5,
+            "counts": {"pages": 9, "items_changed": 3},
+        }
+        assert r["last_run"]["finished"] == "t1"  # the crawl stays the last run
+        text = render("job", r)
+        assert (
+            "last reparse: finished t2 (1.5s), no request made\n  pages 9, items_changed 3" in text
+        )
+        assert "fill rates (share of records with a value): last reparse / all" in text
+        ws.events.append_many(
+            [
+                {"event": "run_started", "time": "t3"},
+                {"event": "run_finished", "time": "t4", "fill": reparse["fill"]},
+            ]
+        )
+        r = build_status(ws, max_attempts=3, sections={})
+        assert r["last_reparse"] is None
+        assert "last reparse" not in render("job", r)
+        assert "last crawl / all" in render("job", r)

@@ -199,6 +199,12 @@ def render(job: str, r: dict[str, Any]) -> str:
                 f"  blocked: {blocked.get('url')} matched the blocked rule {blocked.get('rule')}"
                 " (its row stays pending: run again once the site lets the crawler in)"
             )
+    reparse = r.get("last_reparse")
+    if reparse is not None:
+        dur = f" ({reparse['duration_s']}s)" if reparse["duration_s"] is not None else ""
+        out.append(f"last reparse: finished {reparse['finished']}{dur}, no request made")
+        if reparse["counts"]:
+            out.append("  " + ", ".join(f"{k} {v}" for k, v in reparse["counts"].items()))
     found = fill.render_lines(r)
     if found:
         out.append("")

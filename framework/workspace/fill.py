@@ -99,7 +99,9 @@ def render_lines(report: Mapping[str, Any]) -> list[str]:
     last, stored = fill.get("last_run") or {}, fill.get("stored") or {}
     carried = set(fill.get("carried") or ())
     if last or stored:
-        out.append("fill rates (share of records with a value): last run / all stored items")
+        # the last crawl's, or the reparse's since (whose event status read)
+        last_by = found.get("by") or "run"
+        out.append(f"fill rates (share of records with a value): last {last_by} / all stored items")
         for kind in sorted(set(last) | set(stored)):
             a, b = last.get(kind, {}), stored.get(kind, {})
             older = (

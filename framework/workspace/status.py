@@ -117,14 +117,17 @@ def build_status(
         # hosts that asked (Retry-After) not to be called before a time still ahead
         "deferrals": _deferrals(ws),
         "last_run": None,
+        # the reparse since the last crawl's end, if one ran (None: the crawl's is newer)
+        "last_reparse": None,
         "spec": _spec_changes(ws),
         # unreadable lines among those read that name an event status reads (the log's
         # end, back to the last run's start)
         "events_skipped": 0,
         "plugins": {},
     }
-    extraction: dict[str, Any] = {}
-    report["last_run"] = _scan_events(ws, extraction)
+    report["last_run"], last = _scan_events(ws)
+    extraction = fill.last_extraction(last) if last is not None else {}
+    report["last_reparse"] = _reparse_summary(last)
     # found-nothing warnings and fill rates (issue 9): see framework/workspace/fill.py
     report.update(fill.sections(extraction, store.fill_counts()))
     report["drift"] = extraction.get("drift", [])  # of the last crawl (crawl/drift.py)
@@ -175,25 +178,23 @@ def _row_summary(ws: Workspace, row: Row) -> dict[str, Any]:
     }
 
 
-def _scan_events(ws: Workspace, extraction: dict[str, Any] | None = None) -> dict[str, Any] | None:
-    """The last run (and into ``extraction`` the last crawl's or reparse's warnings and
-    fill counts), reading the log from its end back to the last run's start, and
+def _scan_events(ws: Workspace) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """The last run, and the newest crawl's or reparse's end (whose warnings and fill
+    counts status shows), reading the log from its end back to the last run's start, and
     further only until the newest crawl's or reparse's end is found: what status needs
     costs the last run's lines, not the log's history (a reparse writes a line per page
     it changed). The result is what one pass over the whole log gave
     (tests/test_status_scan.py holds that pass as its reference)."""
     start: dict[str, Any] | None = None
     finished: dict[str, Any] | None = None  # the first run_finished after the start
+    last: dict[str, Any] | None = None  # the newest run_finished or reparse_finished
     requeued = False
-    wanted = extraction is not None
     # Events are data another process wrote (or a human edited): every field is read
     # for its type, and a malformed one reads as absent rather than crashing status.
     for event in ws.events.newest_first(SCANNED):
         name = event.get("event")
-        if wanted and name in fill.EXTRACTION_EVENTS:
-            assert extraction is not None
-            extraction.update(fill.last_extraction(event))
-            wanted = False
+        if last is None and name in fill.EXTRACTION_EVENTS:
+            last = event
         if start is None:
             if name in RUN_EVENTS:
                 start = event
@@ -201,10 +202,10 @@ def _scan_events(ws: Workspace, extraction: dict[str, Any] | None = None) -> dic
                 finished = event  # read newest first: the last one seen is the first
             elif name == "requeued":
                 requeued = True
-        if start is not None and not wanted:
+        if start is not None and last is not None:
             break
     if start is None:
-        return None
+        return None, last
     run: dict[str, Any] = {
         "mode": "resumed" if start.get("event") == "run_resumed" else "started",
         "started": _text(start.get("time")),
@@ -217,7 +218,7 @@ def _scan_events(ws: Workspace, extraction: dict[str, Any] | None = None) -> dic
     }
     if finished is None:
         run["reason"] = "running" if ws.lock_holder("crawl") else "interrupted"
-        return run
+        return run, last
     run["finished"] = _text(finished.get("time")) or "unknown"
     run["reason"] = _text(finished.get("reason"))
     counts = finished.get("counts")
@@ -229,7 +230,21 @@ def _scan_events(ws: Workspace, extraction: dict[str, Any] | None = None) -> dic
     blocked = finished.get("blocked")  # the soft ban that stopped it (crawl/blocking.py)
     if isinstance(blocked, dict):
         run["blocked"] = blocked  # url, rule, status
-    return run
+    return run, last
+
+
+def _reparse_summary(event: dict[str, Any] | None) -> dict[str, Any] | None:
+    """What a ``reparse_finished`` event says of its run (each field read for its
+    type); None for any other event: the reparse's figures were superseded by a crawl."""
+    if event is None or event.get("event") != "reparse_finished":
+        return None
+    counts = event.get("counts")
+    duration = event.get("duration_s")
+    return {
+        "finished": _text(event.get("time")),
+        "duration_s": duration if _number(duration) else None,
+        "counts": counts if isinstance(counts, dict) else {},
+    }
 
 
 def _spec_changes(ws: Workspace) -> dict[str, Any]:
