@@ -15,9 +15,14 @@ carries is the median of the per-round ratios B / A.
   digest covers the framework's source (framework/crawl/fingerprint.py), so one
   revision's crawl would have the other's reparse read every kind. ``--processes`` is
   passed on (default ``auto``); each round says how many pages were read.
+* ``status``: ``framework status --json`` of one workspace (crawled once by B), whose
+  events log is given a long history first: ``--history`` lines as reparses write them
+  (one ``items_changed`` per page each changed, between ``reparse_started`` and
+  ``reparse_finished``), after the crawl's own lines.
 
     .venv/bin/python bench/bench_versions.py 1485726 f9c0f88 --what crawl --rounds 8
     .venv/bin/python bench/bench_versions.py 1485726 f9c0f88 --what reparse --rounds 8 --processes 1
+    .venv/bin/python bench/bench_versions.py 292a01e eb9ccbe --what status --history 900000
 
 Reported per revision: median wall and CPU seconds (user+system of the child), then the
 per-round ratios. Loopback only; the site and every child are stopped at the end.
@@ -26,10 +31,12 @@ per-round ratios. Loopback only; the site and every child are stopped at the end
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import resource
 import shlex
 import shutil
+import sqlite3
 import statistics
 import subprocess
 import sys
@@ -74,11 +81,38 @@ def run(argv: list[str], cwd: Path, tree: Path) -> tuple[float, float]:
     return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
+def long_history(ws: Path, lines: int) -> None:
+    """Append ``lines`` event lines to ``ws``'s log as reparses write them: per reparse
+    one ``items_changed`` line per item (those of the workspace's ``items``), between
+    its ``reparse_started`` and ``reparse_finished``."""
+    with sqlite3.connect(ws / "state.sqlite") as conn:
+        items = conn.execute(
+            "SELECT i.dedupe_key, r.url, r.id FROM items i JOIN rows r ON r.id = i.row_id"
+        ).fetchall()
+    if not items:
+        raise SystemExit(f"{ws}: the crawl stored no item")
+    written = 0
+    with open(ws / "events.jsonl", "a", encoding="utf-8") as fh:
+        while written < lines:
+            now = time.strftime("%Y-%m-%dT%H:%M:%S.000+00:00", time.gmtime())
+            batch = items[: max(1, lines - written - 2)]
+            fh.write(json.dumps({"time": now, "event": "reparse_started", "job": "bench"}) + "\n")
+            for key, url, row in batch:
+                line = {"time": now, "event": "items_changed", "job": "bench", "url": url}
+                fh.write(json.dumps({**line, "row": row, "keys": [key]}) + "\n")
+            done = {"time": now, "event": "reparse_finished", "job": "bench", "counts": {}}
+            fh.write(json.dumps(done) + "\n")
+            written += len(batch) + 2
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("a", help="the revision before (git rev)")
     parser.add_argument("b", help="the revision after (git rev)")
-    parser.add_argument("--what", choices=("crawl", "reparse"), default="crawl")
+    parser.add_argument("--what", choices=("crawl", "reparse", "status"), default="crawl")
+    parser.add_argument(
+        "--history", type=int, default=900_000, help="status: event lines of past reparses"
+    )
     parser.add_argument("--rounds", type=int, default=8)
     parser.add_argument("--cases", type=int, default=3000)
     parser.add_argument("--processes", default="auto", help="reparse: --processes")
@@ -102,14 +136,25 @@ def main() -> int:
             for v, tree in trees.items():
                 argv = [*CLI, "crawl", str(broken_job), "--workspace", str(work / f"broken-{v}")]
                 run([*argv, "-q", *settings], project, tree)
+        if args.what == "status":
+            ws = work / "ws-status"
+            run(
+                [*CLI, "crawl", "bench", "--workspace", str(ws), "-q", *settings],
+                project,
+                trees["B"],
+            )
+            long_history(ws, args.history)
         runs: dict[str, list[tuple[float, float]]] = {"A": [], "B": []}
         for n in range(args.rounds):
             for v in ("A", "B") if n % 2 == 0 else ("B", "A"):
-                ws = work / f"ws-{v}"
-                shutil.rmtree(ws, ignore_errors=True)
-                if args.what == "crawl":
+                ws = work / ("ws-status" if args.what == "status" else f"ws-{v}")
+                if args.what == "status":
+                    argv = [*CLI, "status", "bench", "--workspace", str(ws), "--json"]
+                elif args.what == "crawl":
+                    shutil.rmtree(ws, ignore_errors=True)
                     argv = [*CLI, "crawl", "bench", "--workspace", str(ws), "-q", *settings]
                 else:
+                    shutil.rmtree(ws, ignore_errors=True)
                     shutil.copytree(work / f"broken-{v}", ws)
                     argv = [*CLI, "reparse", "bench", "--workspace", str(ws), "-q"]
                     argv += ["--processes", args.processes]
