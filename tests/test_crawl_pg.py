@@ -228,6 +228,24 @@ def test_reparse_reads_the_database_as_it_reads_a_folder(make_site, good_spec, t
     assert (pg["pages"], pg["unchanged_kind"]) == (sqlite["pages"], sqlite["unchanged_kind"])
     assert pg["unchanged_kind"] > 0
 
+    # a field the list pages carry into the details: the database refreshes the detail
+    # rows' carried values as the folder does, and the details are read again
+    text = spec.read_text(encoding="utf-8")
+    assert 'status: "td.status::text"' in text
+    spec.write_text(text.replace('"td.status::text"', '"td.state::text"'), encoding="utf-8")
+    for where in (pg_url, folder):
+        r = _run("reparse", str(spec), "--workspace", where, "-q", cwd=tmp_path)
+        assert r.returncode == EXIT_OK, r.stderr[-2000:]
+        with Workspace.open(where, create=False, readonly=True) as ws:
+            done[where] = ws.events.last({"reparse_finished"})
+    assert _hits(site) == before
+    reparsed = workspace_items(Path(folder))
+    assert workspace_items(pg_url) == reparsed
+    assert {item["status"] for item in reparsed.values()} == {None}
+    pg, sqlite = done[pg_url]["counts"], done[folder]["counts"]
+    assert pg["carry_refreshed"] == sqlite["carry_refreshed"] >= len(reparsed)
+    assert pg["items_changed"] == sqlite["items_changed"] == len(reparsed)
+
 
 def _all_workers(url: str) -> list[int]:
     with Workspace.open(url, create=False, readonly=True) as ws:

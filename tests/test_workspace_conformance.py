@@ -912,3 +912,47 @@ def test_pg_an_item_key_inserted_by_two_commits_at_once(pg: Backend) -> None:
     item = store.get_item("t:1")
     assert (dict(item.data), item.row_id, item.first_scraped) == ({"a": 1}, row.id, "then")
     assert len(store.attempts(row.id)) == 1
+
+
+def test_a_reparse_refreshes_the_carried_values_of_the_rows_its_page_found_first(
+    store: Any,
+) -> None:
+    """framework/workspace/carry.py: only ``carry`` changes, only on rows whose parent is
+    the page, only on a reparse; the ids of the rows changed come back, alone or in a
+    group with other outcomes."""
+    l1, l2 = store.seed([NewRow("list", "http://s/l1"), NewRow("list", "http://s/l2")])
+
+    def found(a: int, page: int) -> list[NewRow]:
+        return [
+            NewRow("detail", "http://s/d1", context={"carry": {"a": a}}),
+            NewRow("detail", "http://s/d2", context={"carry": {"a": 0}}),
+            NewRow("next", "http://s/p", context={"page": page, "carry": {"a": a}}),
+            NewRow("detail", "http://s/d3", context={"carry": {"a": a}}),
+        ]
+
+    d1, d2, p, d3 = store.commit(Outcome(l1.id, ok=True, new_rows=found(1, 2))).inserted
+    # l2 finds d1 too: the row keeps l1's values, in a crawl and in a reparse
+    store.commit(Outcome(l2.id, ok=True, new_rows=found(7, 7)[:1]))
+    res = store.commit(Outcome(l2.id, ok=True, new_rows=found(7, 7)[:1], reparse=True))
+    assert list(res.refreshed) == []
+    assert store.get_row(d1.id).context == {"carry": {"a": 1}}
+    # a crawl's commit (a page fetched again) never refreshes: only a reparse does
+    res = store.commit(Outcome(l1.id, ok=True, new_rows=found(5, 9)))
+    assert list(res.refreshed) == []
+    # l1 read again: d1 and p get its new values (p keeps its page), d2 is as it was,
+    # d3 loses its carried values (l1 no longer carries any into it)
+    again = found(5, 9)
+    again[3] = NewRow("detail", "http://s/d3")
+    (res,) = store.commit_many([Outcome(l1.id, ok=True, new_rows=again, reparse=True)])
+    assert list(res.refreshed) == sorted([d1.id, p.id, d3.id])
+    assert store.get_row(d1.id).context == {"carry": {"a": 5}}
+    assert store.get_row(d2.id).context == {"carry": {"a": 0}}
+    assert store.get_row(p.id).context == {"page": 2, "carry": {"a": 5}}
+    assert store.get_row(d3.id).context == {}
+    group = [
+        Outcome(l2.id, ok=True, reparse=True),
+        Outcome(l1.id, ok=True, new_rows=found(6, 9), reparse=True),
+    ]
+    results = store.commit_many(group)
+    assert [list(r.refreshed) for r in results] == [[], sorted([d1.id, p.id, d3.id])]
+    assert store.get_row(d3.id).context == {"carry": {"a": 6}}

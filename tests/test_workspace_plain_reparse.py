@@ -88,7 +88,12 @@ def _hold(i: int) -> HoldWrite:
 
 
 def _results(got: list[Any]) -> list[Any]:
-    return [None if r is None else {**asdict(r), "inserted": list(r.inserted)} for r in got]
+    return [
+        None
+        if r is None
+        else {**asdict(r), "inserted": list(r.inserted), "refreshed": list(r.refreshed)}
+        for r in got
+    ]
 
 
 def _tables(path: Path, unchanged: set[int]) -> dict[str, list[dict[str, Any]]]:

@@ -69,7 +69,7 @@ from framework.spec.models import JobSpec
 from framework.workspace import ErrorKind, RowStatus, Workspace
 from framework.workspace.fill import EXTRACTION_EVENTS, last_extraction
 from framework.workspace.integrity import ensure_whole
-from framework.workspace.records import Outcome, Row, StoredResponse
+from framework.workspace.records import Outcome, Row, StoredResponse, canonical_json
 from framework.workspace.workspace import STATE_FILE
 
 logger = logging.getLogger(__name__)
@@ -82,6 +82,7 @@ BATCH_PAGES = 500  # outcomes per transaction ($FRAMEWORK_REPARSE_BATCH: tests).
 BATCH_S = 1.0  # ...or fewer, when that many seconds passed since the group's first
 CHUNK_PAGES = 64  # pages per task handed to a worker (amortises the pipe)
 AUTO_MIN_PAGES = 1000  # `auto` below this many stored pages: no workers (not worth a fork)
+MAX_PASSES = 32  # passes over rows whose carried values changed (one per level of carrying)
 
 
 @dataclass(frozen=True)
@@ -408,8 +409,20 @@ class _Parser:
 
 
 # ---------------------------------------------------------------------- run
+Identity = tuple[str, str, str, str]  # a row's kind, method, URL and body: its fingerprint
+
+
+def _identity(kind: str, method: str, url: str, body: str | None) -> Identity:
+    return (kind, method.upper(), url, body or "")
+
+
 class _Writer:
-    """Turns parsed pages into outcomes in row order and commits them in groups."""
+    """Turns parsed pages into outcomes in row order and commits them in groups.
+
+    It also keeps, for the pages read in this run, the values each carries into the
+    rows it found (framework/workspace/carry.py). A row parsed with other carried values
+    than its parent now gives it was parsed with a stale context: its result is dropped
+    (``stale``), and the run reads it again once its parent's commit refreshed it."""
 
     def __init__(self, runtime: CrawlRuntime) -> None:
         self.runtime = runtime
@@ -417,9 +430,16 @@ class _Writer:
         self.group: list[tuple[Row, Outcome]] = []
         self.started = 0.0
         self.newly_failed = 0  # ok before, unreadable with this spec
+        self.carried: dict[int, dict[Identity, Any]] = {}  # parent row id -> found -> carry
+        self.stale: list[int] = []  # rows parsed with the carried values they had
+        self.refreshed: set[int] = set()  # rows whose carried values a commit changed
+        self.committed: set[int] = set()  # rows whose outcome this pass committed
 
     def page(self, row: Row, stored: StoredResponse, parsed: Parsed) -> None:
         runtime = self.runtime
+        if self._stale(row):
+            self.stale.append(row.id)
+            return
         if isinstance(parsed, Outcome):
             outcome = parsed
         else:
@@ -427,20 +447,49 @@ class _Writer:
             if kind.limits and self.group:
                 self.flush()  # its records are compared with the items stored before it
             outcome = runtime._page_outcome(row, stored.status, stored.final_url, parsed)
+        if outcome.ok and outcome.new_rows:
+            # as the store will compare them: masked like the commit (runtime.secrets)
+            found: dict[Identity, Any] = {}
+            for new in runtime.secrets.mask_outcome(outcome).new_rows:
+                ident = _identity(new.kind, new.method, new.url, new.body)
+                found.setdefault(ident, new.context.get("carry") or {})
+            self.carried[row.id] = found
         if not self.group:
             self.started = time.monotonic()
         self.group.append((row, outcome))
         if len(self.group) >= self.batch or time.monotonic() - self.started >= BATCH_S:
             self.flush()
 
+    def _stale(self, row: Row) -> bool:
+        """Was ``row`` parsed with carried values its parent, read in this run, no
+        longer gives it? (The parent is read first: its id is lower.)"""
+        found = self.carried.get(row.parent_id) if row.parent_id is not None else None
+        if not found:
+            return False
+        now = found.pop(_identity(row.kind, row.method, row.url, row.body), None)
+        # compared as the store compares them: their canonical JSON (carry.py)
+        return now is not None and canonical_json(now) != canonical_json(
+            row.context.get("carry") or {}
+        )
+
     def flush(self) -> None:
         if not self.group:
             return
         group, self.group = self.group, []
-        self.runtime.commit_reparses(group)
-        for row, outcome in group:
+        results = self.runtime.commit_reparses(group)
+        for (row, outcome), res in zip(group, results, strict=True):
+            self.committed.add(row.id)
+            self.refreshed.update(res.refreshed)
             if not outcome.ok and row.status is RowStatus.OK:
                 self.newly_failed += 1
+
+    def next_pass(self) -> list[int]:
+        """The rows to read again, after a pass is committed: those dropped as stale and
+        those a commit refreshed that this pass did not read after it (rows of kinds left
+        unread, rows read before their parent's commit). Starts the next pass."""
+        again = sorted((set(self.stale) | self.refreshed) - self.committed)
+        self.stale, self.refreshed, self.committed = [], set(), set()
+        return again
 
 
 def _run(
@@ -476,7 +525,7 @@ def _run(
     ws.record_spec(spec_hash)
     ws.mark_read_with(digests)  # before any commit: a kill leaves both digests, read again
     started = time.monotonic()
-    tally = {"pages": 0, "skipped": 0, "unknown": 0, "unchanged": 0}
+    tally = {"pages": 0, "skipped": 0, "unknown": 0, "unchanged": 0, "carry_refreshed": 0}
     writer = _Writer(runtime)
     meter = progress.Meter(
         f"reparse {spec.name}",
@@ -486,12 +535,12 @@ def _run(
         every=every,
         detail=lambda: _progress_detail(runtime),
     )
-    in_flight: deque[tuple[list[Page], Any]] = deque()
+    in_flight: deque[tuple[list[Page], Any, Callable[[], None]]] = deque()
     workers_cpu = [0.0]
     cpu = time.process_time()
 
     def finish_one() -> None:
-        pages, pending = in_flight.popleft()
+        pages, pending, advance = in_flight.popleft()
         try:
             results, cpu = pending.result()
         except BrokenProcessPool:
@@ -503,16 +552,43 @@ def _run(
         workers_cpu[0] += cpu
         for (row, body), parsed in zip(pages, results, strict=True):
             writer.page(row, body, parsed)
-            meter.advance()
+            advance()
 
-    with meter:
-        for chunk in _chunks(ws, runtime, tally, meter.advance, unchanged):
-            in_flight.append((chunk, parser.submit(chunk)))
+    def run_pass(chunks: Iterator[list[Page]], advance: Callable[[], None]) -> None:
+        for chunk in chunks:
+            in_flight.append((chunk, parser.submit(chunk), advance))
             while len(in_flight) > parser.in_flight_max:
                 finish_one()
         while in_flight:
             finish_one()
         writer.flush()
+        tally["pages"] -= len(writer.stale)  # parsed, dropped: read again below
+
+    read_late: set[str] = set()  # unchanged kinds read because values carried into them changed
+    with meter:
+        run_pass(_chunks(ws, runtime, tally, meter.advance, unchanged), meter.advance)
+        # Rows whose carried values a page read above changed (framework/workspace/
+        # carry.py): read again with them, pass after pass (a page read again may change
+        # its own rows' values), as a fresh crawl would give them. An unchanged kind with
+        # such rows is read whole, so that its fill counts are this run's.
+        for _ in range(MAX_PASSES):
+            again = writer.next_pass()
+            if not again:
+                break
+            tally["carry_refreshed"] += len(again)
+            ids = set(again)
+            for kind in sorted(unchanged - read_late):
+                of_kind = [r.id for r in ws.store.iter_rows(kind=kind)]
+                if ids.intersection(of_kind):
+                    read_late.add(kind)
+                    tally["unchanged"] -= ws.store.responses_of([kind])
+                    ids.update(of_kind)
+            run_pass(_again(ws, runtime, sorted(ids), tally), lambda: None)
+        else:
+            raise WorkspaceError(
+                f"the values pages carry into the rows they found still changed after "
+                f"{MAX_PASSES} passes: a cycle in the spec's follow rules?"
+            )
     ws.settle_read_with(digests)  # every stored page of every kind now read with these
     pages, skipped, unknown = tally["pages"], tally["skipped"], tally["unknown"]
     items = ws.store.item_counts()
@@ -528,6 +604,9 @@ def _run(
         "newly_failed": writer.newly_failed,
         "skipped": skipped,
         "unchanged_kind": tally["unchanged"],
+        # rows read again because a page read before them changed the values it
+        # carries into them (list fields carried into detail records)
+        "carry_refreshed": tally["carry_refreshed"],
         "unknown_kind": unknown,
         "rows_new": c.rows_new,
         "items_new": c.items_new,
@@ -539,6 +618,11 @@ def _run(
     }
     warnings = runtime.findings.warnings()
     fill = runtime.findings.fill()
+    # kinds read after all (values carried into them changed) have this run's figures
+    carried = {
+        "fill": {k: v for k, v in carried["fill"].items() if k not in read_late},
+        "warnings": [w for w in carried["warnings"] if w.get("kind") not in read_late],
+    }
     for kind, entry in carried["fill"].items():
         fill.setdefault(kind, entry)
     runtime.event(
@@ -579,21 +663,47 @@ def _chunks(
     this very spec: they would give the same) without reading them. A page such a kind
     failed stays failed too: the fill counts and warnings the last run gave the kind are
     kept whole (:func:`_carried`), and `--all` reads it."""
-    chunk: list[Page] = []
     job = runtime.job
     tally["unchanged"] = ws.store.responses_of(unchanged)
     passed(tally["unchanged"])
-    for row, body in ws.store.iter_responses(skip_kinds=unchanged):
-        if not _read_again(row):
-            tally["skipped"] += 1
-            passed(1)
-            continue
-        if row.kind not in job.kinds and row.kind not in job.subtabs:
-            tally["unknown"] += 1  # a kind the spec no longer has: nothing can read it
-            passed(1)
-            continue
+
+    def read() -> Iterator[Page]:
+        for row, body in ws.store.iter_responses(skip_kinds=unchanged):
+            if not _read_again(row):
+                tally["skipped"] += 1
+                passed(1)
+            elif row.kind not in job.kinds and row.kind not in job.subtabs:
+                tally["unknown"] += 1  # a kind the spec no longer has: nothing reads it
+                passed(1)
+            else:
+                yield row, body
+
+    return _in_chunks(read(), tally)
+
+
+def _again(
+    ws: Workspace, runtime: CrawlRuntime, ids: list[int], tally: dict[str, int]
+) -> Iterator[list[Page]]:
+    """The stored pages of rows ``ids`` to read again, with their rows as the store has
+    them now (their refreshed context), ``CHUNK_PAGES`` at a time."""
+    job = runtime.job
+    return _in_chunks(
+        (
+            (row, body)
+            for row, body in ws.store.responses_for(ids)
+            # the others were counted as such when they were passed over
+            if _read_again(row) and (row.kind in job.kinds or row.kind in job.subtabs)
+        ),
+        tally,
+    )
+
+
+def _in_chunks(pages: Iterator[Page], tally: dict[str, int]) -> Iterator[list[Page]]:
+    """``pages`` counted and grouped ``CHUNK_PAGES`` at a time."""
+    chunk: list[Page] = []
+    for page in pages:
         tally["pages"] += 1
-        chunk.append((row, body))
+        chunk.append(page)
         if len(chunk) >= CHUNK_PAGES:
             yield chunk
             chunk = []

@@ -32,7 +32,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from framework.errors import UsageError, WorkspaceError
-from framework.workspace import holds, itemplan
+from framework.workspace import carry, holds, itemplan
 from framework.workspace.holds import Hold
 from framework.workspace.postgres_base import COMPACT_EVERY, RetryTransaction
 from framework.workspace.postgres_read import _HOLD_SQL, PgReader, _to_hold
@@ -332,6 +332,11 @@ class PostgresStore(PgReader):
         found = self._insert_found(
             conn, [(i, outcomes[i].row_id, r) for i in taken for r in outcomes[i].new_rows], now
         )
+        refreshed = {
+            i: self._refresh_carry(conn, outcomes[i], now)
+            for i in taken
+            if outcomes[i].reparse and outcomes[i].new_rows
+        }
         # the items of the group's keys, and those the rows wrote before (whose
         # completeness a retried or reparsed row's new status changes), locked
         item_keys = sorted(
@@ -393,6 +398,7 @@ class PostgresStore(PgReader):
                 items_unchanged=p.unchanged,
                 completed=sorted(completed[i]),
                 response_bytes=len(packed[o.row_id]) if o.row_id in packed else 0,
+                refreshed=refreshed.get(i, []),
             )
         return results
 
@@ -431,6 +437,7 @@ class PostgresStore(PgReader):
         if not outcome.reparse:
             history_n = self._write_attempts(conn, [(outcome, marks, attempt)], now)[outcome.row_id]
         inserted = self._insert_rows(conn, outcome.new_rows, outcome.row_id, now)
+        refreshed = self._refresh_carry(conn, outcome, now) if outcome.reparse else []
         new, changed, unchanged, keys, fresh = self._write_items(conn, outcome, now)
         self._settle_holds(
             conn,
@@ -459,7 +466,29 @@ class PostgresStore(PgReader):
             items_unchanged=unchanged,
             completed=completed,
             response_bytes=stored.get(outcome.row_id, 0),
+            refreshed=refreshed,
         )
+
+    def _refresh_carry(
+        self, conn: psycopg.Connection[Any], outcome: Outcome, now: str
+    ) -> list[int]:
+        """As :meth:`SqliteStore._refresh_carry` (:mod:`framework.workspace.carry`)."""
+        if not outcome.new_rows:
+            return []
+        values = carry.wanted(outcome.new_rows)
+        existing = conn.execute(
+            "SELECT id, fingerprint, context FROM rows WHERE parent_id = %s "
+            "AND fingerprint = ANY(%s)",
+            (outcome.row_id, list(values)),
+        ).fetchall()
+        updates = carry.refreshed(existing, values)
+        if updates:
+            conn.execute(
+                "UPDATE rows SET context = u.context, updated_at = %s FROM "
+                "unnest(%s::text[], %s::bigint[]) AS u(context, id) WHERE rows.id = u.id",
+                (now, [t for t, _ in updates], [i for _, i in updates]),
+            )
+        return sorted(row_id for _, row_id in updates)
 
     def _write_attempts(
         self,

@@ -315,6 +315,27 @@ class PgReader(PgBase):
                 return
             last = ids[-1]
 
+    def responses_for(self, ids: Collection[int]) -> Iterator[tuple[Row, StoredResponse]]:
+        """As :meth:`SqliteReader.responses_for`: the rows, then their bodies, by key."""
+        wanted = sorted(ids)
+        for start in range(0, len(wanted), CHUNK):
+            chunk = wanted[start : start + CHUNK]
+            rows = {
+                int(r[0]): _to_row(r)
+                for r in self._conn().execute(
+                    f"SELECT {_ROW_COLS} FROM rows WHERE id = ANY(%s)", (chunk,)
+                )
+            }
+            for row_id, url, final_url, status, ctype, codec, body, size in self._conn().execute(
+                "SELECT row_id, url, final_url, status, content_type, codec, body, size "
+                "FROM responses WHERE row_id = ANY(%s) ORDER BY row_id",
+                (chunk,),
+            ):
+                row = rows[int(row_id)]
+                if codec != "zlib":
+                    raise WorkspaceError(f"{self.where}: a stored response in codec {codec!r}")
+                yield row, StoredResponse(row.id, url, final_url, status, ctype, bytes(body), size)
+
     def responses_of(self, kinds: Collection[str]) -> int:
         """How many stored responses belong to rows of ``kinds``."""
         if not kinds:

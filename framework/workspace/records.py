@@ -258,6 +258,8 @@ class CommitResult:
     completed: Sequence[str] = ()  # dedupe keys that became complete in this commit
     changed: Sequence[str] = ()  # dedupe keys whose stored content changed (not new ones)
     response_bytes: int = 0  # compressed bytes of the response body stored with it
+    # rows this (reparse) outcome found again whose carried values it changed (carry.py)
+    refreshed: Sequence[int] = ()
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from framework.errors import WorkspaceError
-from framework.workspace import holds, itemplan
+from framework.workspace import carry, holds, itemplan
 from framework.workspace.leases import FENCE_SET, FENCE_WHERE
 from framework.workspace.records import (
     CommitResult,
@@ -326,6 +326,7 @@ class SqliteStore(SqliteReader):
         if not outcome.reparse:
             history_n = self._write_attempt(conn, outcome, status, attempt, kind, detail, now)
         inserted = self._insert_rows(conn, outcome.new_rows, outcome.row_id, now)
+        refreshed = self._refresh_carry(conn, outcome, now) if outcome.reparse else []
         new, changed, unchanged, keys, fresh = self._write_items(conn, outcome, now, digests)
         if outcome.holds or outcome.items:  # rule-breaking candidates (holds.py)
             holds.settle(
@@ -354,7 +355,28 @@ class SqliteStore(SqliteReader):
             items_unchanged=unchanged,
             completed=completed,
             response_bytes=stored,
+            refreshed=refreshed,
         )
+
+    def _refresh_carry(self, conn: sqlite3.Connection, outcome: Outcome, now: str) -> list[int]:
+        """A reparsed page's found rows that it found first, given the values it carries
+        into them now (:mod:`framework.workspace.carry`); their ids."""
+        if not outcome.new_rows:
+            return []
+        values = carry.wanted(outcome.new_rows)
+        existing: list[tuple[int, str, str]] = []
+        for chunk in _chunks(list(values), CHUNK):
+            existing += conn.execute(
+                "SELECT id, fingerprint, context FROM rows WHERE parent_id = ? "
+                f"AND fingerprint IN ({_marks(len(chunk))})",
+                (outcome.row_id, *chunk),
+            ).fetchall()
+        updates = carry.refreshed(existing, values)
+        conn.executemany(
+            "UPDATE rows SET context = ?, updated_at = ? WHERE id = ?",
+            [(text, now, row_id) for text, row_id in updates],
+        )
+        return sorted(row_id for _, row_id in updates)
 
     def _write_attempt(
         self,

@@ -26,6 +26,11 @@ from framework.workspace.sqlite_base import (
     _to_row,
 )
 
+# a stored response with its row (``w``): what :meth:`SqliteReader._stored` decodes
+_STORED_COLS = (
+    f"{_row_cols_of('w')}, r.url, r.final_url, r.status, r.content_type, r.codec, r.body, r.size"
+)
+
 
 class SqliteReader(SqliteBase):
     """The reading half of :class:`framework.workspace.sqlite.SqliteStore`."""
@@ -242,22 +247,39 @@ class SqliteReader(SqliteBase):
         kinds = sorted(skip_kinds)
         skip = f" AND w.kind NOT IN ({_marks(len(kinds))})" if kinds else ""
         sql = (
-            f"SELECT {_row_cols_of('w')}, r.url, r.final_url, r.status, r.content_type, "
-            "r.codec, r.body, r.size FROM responses r JOIN rows w ON w.id = r.row_id "
+            f"SELECT {_STORED_COLS} FROM responses r JOIN rows w ON w.id = r.row_id "
             f"WHERE r.row_id > ?{skip} ORDER BY r.row_id LIMIT {CHUNK}"
         )
         last = 0
         while True:
             got = self._conn().execute(sql, (last, *kinds)).fetchall()
-            for r in got:
-                row = _to_row(r)
-                url, final_url, status, ctype, codec, body, size = r[_N_ROW_COLS:]
-                if codec != "zlib":
-                    raise WorkspaceError(f"{self.path}: a stored response in codec {codec!r}")
-                yield row, StoredResponse(row.id, url, final_url, status, ctype, body, size)
+            yield from map(self._stored, got)
             if len(got) < CHUNK:
                 return
             last = got[-1][0]
+
+    def responses_for(self, ids: Collection[int]) -> Iterator[tuple[Row, StoredResponse]]:
+        """The stored responses of the rows ``ids`` (those that have one), with their
+        rows as they are now, by row id."""
+        if not self._has_responses():
+            return
+        for chunk in _chunks(sorted(ids), CHUNK):
+            yield from map(
+                self._stored,
+                self._conn().execute(
+                    f"SELECT {_STORED_COLS} FROM responses r JOIN rows w ON w.id = r.row_id "
+                    f"WHERE r.row_id IN ({_marks(len(chunk))}) ORDER BY r.row_id",
+                    chunk,
+                ),
+            )
+
+    def _stored(self, r: Sequence[Any]) -> tuple[Row, StoredResponse]:
+        """A row of ``SELECT {_STORED_COLS}`` as the row and its stored response."""
+        row = _to_row(r)
+        url, final_url, status, ctype, codec, body, size = r[_N_ROW_COLS:]
+        if codec != "zlib":
+            raise WorkspaceError(f"{self.path}: a stored response in codec {codec!r}")
+        return row, StoredResponse(row.id, url, final_url, status, ctype, body, size)
 
     def responses_of(self, kinds: Collection[str]) -> int:
         """How many stored responses belong to rows of ``kinds``."""
