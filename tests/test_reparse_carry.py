@@ -96,3 +96,58 @@ def test_a_carried_field_removed_leaves_the_items_with_all(make_site, tmp_path: 
     assert done["counts"]["carry_refreshed"] >= len(want)
     with Workspace.open(ws, readonly=True) as opened:
         assert all("carry" not in r.context for r in opened.store.iter_rows(kind="detail"))
+
+
+COURTS = """  courts:
+    follow:
+      pattern: '/courts/pn-[a-z]+$'     # every court's listing, found by URL pattern
+      to: listing"""
+
+
+def _courts(root: Path, url: str, via: str) -> Path:
+    """tests/specs/good/courts.yaml with each court's name carried into its listing,
+    whose next pages pass it on to the next and to the details: a chain of carrying."""
+    spec = write_good_spec("courts", url, root)
+    text = spec.read_text()
+    assert COURTS in text
+    carrying = (
+        '  courts:\n    each: "ul.courts li"\n'
+        f'    fields: {{via: "{via}"}}\n'
+        '    follow: {css: "a.court::attr(href)", to: listing}'
+    )
+    spec.write_text(text.replace(COURTS, carrying))
+    return spec
+
+
+def test_values_passed_along_next_pages_reach_the_items_each_page_once(
+    make_site, tmp_path: Path
+) -> None:
+    """courts -> listing page 1 -> page 2 -> ... -> details: each level is final only
+    after the one before it is committed. Every stored page is still read and counted
+    once, every item changed once, and the items are the fresh crawl's."""
+    site = make_site()
+    ws = tmp_path / "ws"
+    _crawl(_courts(tmp_path / "a", site.url, "a.court::text"), ws)
+    assert {item["via"] for item in workspace_items(ws).values()} >= {"PN Bandung"}
+    fixed = _courts(tmp_path / "b", site.url, "a.court::attr(href)")
+    fresh = tmp_path / "fresh"
+    _crawl(fixed, fresh)
+    want = workspace_items(fresh)
+    with Workspace.open(ws, readonly=True) as opened:
+        chained = [r for r in opened.store.iter_rows(kind="listing") if r.context.get("page")]
+        stored = opened.store.responses_size()[0]
+        tabs = opened.store.responses_of([k for k in opened.store.row_counts() if "." in k])
+    assert chained  # next pages that carry: the chain this test is about
+
+    served = site.stats()
+    done = _reparse(fixed, ws, "--processes", "2")
+    assert site.stats() == served
+    assert workspace_items(ws) == want
+    assert {item["via"] for item in want.values()} >= {"/courts/pn-bandung"}
+    counts = done["counts"]
+    # each page read (and counted) once; the sub-tabs (their part of the spec unchanged,
+    # no value carried into them) left unread
+    assert counts["unchanged_kind"] == tabs > 0
+    assert counts["pages"] + counts["skipped"] + counts["unchanged_kind"] == stored
+    assert counts["items_changed"] == len(want)  # each item changed once
+    assert counts["carry_refreshed"] >= len(want) + len(chained)

@@ -82,7 +82,6 @@ BATCH_PAGES = 500  # outcomes per transaction ($FRAMEWORK_REPARSE_BATCH: tests).
 BATCH_S = 1.0  # ...or fewer, when that many seconds passed since the group's first
 CHUNK_PAGES = 64  # pages per task handed to a worker (amortises the pipe)
 AUTO_MIN_PAGES = 1000  # `auto` below this many stored pages: no workers (not worth a fork)
-MAX_PASSES = 32  # passes over rows whose carried values changed (one per level of carrying)
 
 
 @dataclass(frozen=True)
@@ -422,7 +421,9 @@ class _Writer:
     It also keeps, for the pages read in this run, the values each carries into the
     rows it found (framework/workspace/carry.py). A row parsed with other carried values
     than its parent now gives it was parsed with a stale context: its result is dropped
-    (``stale``), and the run reads it again once its parent's commit refreshed it."""
+    (``stale``), and the run reads it again once its parent's commit refreshed it. So is
+    a row whose parent was dropped: its parent's values are not final yet (a chain of
+    next pages that pass carried values on)."""
 
     def __init__(self, runtime: CrawlRuntime) -> None:
         self.runtime = runtime
@@ -431,14 +432,15 @@ class _Writer:
         self.started = 0.0
         self.newly_failed = 0  # ok before, unreadable with this spec
         self.carried: dict[int, dict[Identity, Any]] = {}  # parent row id -> found -> carry
-        self.stale: list[int] = []  # rows parsed with the carried values they had
+        self.stale: set[int] = set()  # rows dropped: to read again in the next pass
         self.refreshed: set[int] = set()  # rows whose carried values a commit changed
+        self.refreshed_ever: set[int] = set()  # the same over the whole run
         self.committed: set[int] = set()  # rows whose outcome this pass committed
 
     def page(self, row: Row, stored: StoredResponse, parsed: Parsed) -> None:
         runtime = self.runtime
         if self._stale(row):
-            self.stale.append(row.id)
+            self.stale.add(row.id)
             return
         if isinstance(parsed, Outcome):
             outcome = parsed
@@ -462,7 +464,10 @@ class _Writer:
 
     def _stale(self, row: Row) -> bool:
         """Was ``row`` parsed with carried values its parent, read in this run, no
-        longer gives it? (The parent is read first: its id is lower.)"""
+        longer gives it, or was its parent dropped? (The parent is read first: its id is
+        lower.)"""
+        if row.parent_id in self.stale:
+            return True
         found = self.carried.get(row.parent_id) if row.parent_id is not None else None
         if not found:
             return False
@@ -480,6 +485,7 @@ class _Writer:
         for (row, outcome), res in zip(group, results, strict=True):
             self.committed.add(row.id)
             self.refreshed.update(res.refreshed)
+            self.refreshed_ever.update(res.refreshed)
             if not outcome.ok and row.status is RowStatus.OK:
                 self.newly_failed += 1
 
@@ -487,8 +493,10 @@ class _Writer:
         """The rows to read again, after a pass is committed: those dropped as stale and
         those a commit refreshed that this pass did not read after it (rows of kinds left
         unread, rows read before their parent's commit). Starts the next pass."""
-        again = sorted((set(self.stale) | self.refreshed) - self.committed)
-        self.stale, self.refreshed, self.committed = [], set(), set()
+        # the lowest row a pass reads has its parent's final values: it is committed
+        assert self.committed or not self.stale, "a reparse pass dropped every row it read"
+        again = sorted((self.stale | self.refreshed) - self.committed)
+        self.stale, self.refreshed, self.committed = set(), set(), set()
         return again
 
 
@@ -525,7 +533,7 @@ def _run(
     ws.record_spec(spec_hash)
     ws.mark_read_with(digests)  # before any commit: a kill leaves both digests, read again
     started = time.monotonic()
-    tally = {"pages": 0, "skipped": 0, "unknown": 0, "unchanged": 0, "carry_refreshed": 0}
+    tally = {"pages": 0, "skipped": 0, "unknown": 0, "unchanged": 0}
     writer = _Writer(runtime)
     meter = progress.Meter(
         f"reparse {spec.name}",
@@ -570,25 +578,17 @@ def _run(
         # Rows whose carried values a page read above changed (framework/workspace/
         # carry.py): read again with them, pass after pass (a page read again may change
         # its own rows' values), as a fresh crawl would give them. An unchanged kind with
-        # such rows is read whole, so that its fill counts are this run's.
-        for _ in range(MAX_PASSES):
-            again = writer.next_pass()
-            if not again:
-                break
-            tally["carry_refreshed"] += len(again)
-            ids = set(again)
+        # such rows is read whole, so that its fill counts are this run's. Each pass
+        # commits at least its lowest row (whose parent is final), so the passes end.
+        while again := writer.next_pass():
+            ids, whole = set(again), set()
             for kind in sorted(unchanged - read_late):
                 of_kind = [r.id for r in ws.store.iter_rows(kind=kind)]
                 if ids.intersection(of_kind):
                     read_late.add(kind)
-                    tally["unchanged"] -= ws.store.responses_of([kind])
-                    ids.update(of_kind)
-            run_pass(_again(ws, runtime, sorted(ids), tally), lambda: None)
-        else:
-            raise WorkspaceError(
-                f"the values pages carry into the rows they found still changed after "
-                f"{MAX_PASSES} passes: a cycle in the spec's follow rules?"
-            )
+                    tally["unchanged"] -= ws.store.responses_of([kind])  # counted anew
+                    whole.update(of_kind)
+            run_pass(_again(ws, runtime, sorted(ids | whole), tally, whole), lambda: None)
     ws.settle_read_with(digests)  # every stored page of every kind now read with these
     pages, skipped, unknown = tally["pages"], tally["skipped"], tally["unknown"]
     items = ws.store.item_counts()
@@ -604,9 +604,9 @@ def _run(
         "newly_failed": writer.newly_failed,
         "skipped": skipped,
         "unchanged_kind": tally["unchanged"],
-        # rows read again because a page read before them changed the values it
-        # carries into them (list fields carried into detail records)
-        "carry_refreshed": tally["carry_refreshed"],
+        # rows given new carried values by a page read again (list fields carried into
+        # detail records): those with a stored page were read again with them
+        "carry_refreshed": len(writer.refreshed_ever),
         "unknown_kind": unknown,
         "rows_new": c.rows_new,
         "items_new": c.items_new,
@@ -682,20 +682,26 @@ def _chunks(
 
 
 def _again(
-    ws: Workspace, runtime: CrawlRuntime, ids: list[int], tally: dict[str, int]
+    ws: Workspace,
+    runtime: CrawlRuntime,
+    ids: list[int],
+    tally: dict[str, int],
+    whole: set[int],
 ) -> Iterator[list[Page]]:
     """The stored pages of rows ``ids`` to read again, with their rows as the store has
-    them now (their refreshed context), ``CHUNK_PAGES`` at a time."""
+    them now (their refreshed context), ``CHUNK_PAGES`` at a time. The rows of ``whole``
+    (kinds first left unread) that are not read are counted as skipped here; the others
+    were counted when the first pass passed them over."""
     job = runtime.job
-    return _in_chunks(
-        (
-            (row, body)
-            for row, body in ws.store.responses_for(ids)
-            # the others were counted as such when they were passed over
-            if _read_again(row) and (row.kind in job.kinds or row.kind in job.subtabs)
-        ),
-        tally,
-    )
+
+    def read() -> Iterator[Page]:
+        for row, body in ws.store.responses_for(ids):
+            if _read_again(row) and (row.kind in job.kinds or row.kind in job.subtabs):
+                yield row, body
+            elif row.id in whole:
+                tally["skipped"] += 1
+
+    return _in_chunks(read(), tally)
 
 
 def _in_chunks(pages: Iterator[Page], tally: dict[str, int]) -> Iterator[list[Page]]:
