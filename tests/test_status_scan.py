@@ -151,6 +151,9 @@ def test_spec_changes_come_from_the_meta_history(tmp_path: Path) -> None:
         assert f"spec changed {SPEC_HISTORY_MAX - 1}+x" in render(
             "job", build_status(ws, max_attempts=3)
         )
+        for damaged in ("[{", '{"a": 1}', "7"):  # hand-edited: no history, no crash
+            ws.store.set_meta("spec_history", damaged)
+            assert build_status(ws, max_attempts=3, sections={})["spec"]["changes"] == []
 
 
 def test_the_last_reparse_is_shown_until_a_crawl_finishes_after_it(tmp_path: Path) -> None:

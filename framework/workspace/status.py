@@ -252,7 +252,10 @@ def _spec_changes(ws: Workspace) -> dict[str, Any]:
     hash a crawl or a reparse was run with, when it differed from the one before): the
     last ``SPEC_CHANGES_MAX`` of them and how many the history holds. It keeps the last
     ``SPEC_HISTORY_MAX`` hashes: with it full, older changes are forgotten."""
-    history = [h for h in ws.spec_history() if isinstance(h, dict)]
+    try:
+        history = [h for h in ws.spec_history() if isinstance(h, dict)]
+    except (ValueError, TypeError):  # a damaged value reads as no history, not a crash
+        history = []
     changes = [
         {"time": _text(new.get("time")), "spec_hash": new.get("hash"), "previous": old.get("hash")}
         for old, new in itertools.pairwise(history)
