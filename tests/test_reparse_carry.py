@@ -151,3 +151,35 @@ def test_values_passed_along_next_pages_reach_the_items_each_page_once(
     assert counts["pages"] + counts["skipped"] + counts["unchanged_kind"] == stored
     assert counts["items_changed"] == len(want)  # each item changed once
     assert counts["carry_refreshed"] >= len(want) + len(chained)
+
+
+def test_a_reparse_killed_after_refreshing_leaves_the_rows_to_the_next(
+    make_site, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Killed between the commit that gave the detail rows new carried values and the
+    pass that reads them: the next reparse must still read them (it cannot see that
+    their values changed: they already have the new ones)."""
+    from framework.crawl import reparse as reparse_mod
+
+    site = make_site()
+    ws = tmp_path / "ws"
+    _crawl(_spec(tmp_path / "a", site.url, CARRIED, BROKEN), ws)
+    fixed = _spec(tmp_path / "b", site.url, CARRIED, CARRIED)
+    fresh = tmp_path / "fresh"
+    _crawl(fixed, fresh)
+
+    def killed(self: Any) -> list[int]:
+        raise RuntimeError("killed after the first pass")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(reparse_mod._Writer, "next_pass", killed)
+        with pytest.raises(RuntimeError, match="killed"):
+            reparse_mod.reparse(fixed, ws, processes=1)
+    with Workspace.open(ws, readonly=True) as opened:
+        details = list(opened.store.iter_rows(kind="detail"))
+    assert any(r.context.get("carry", {}).get("status") for r in details)  # refreshed
+    assert all(item["status"] is None for item in workspace_items(ws).values())  # not read
+
+    done = _reparse(fixed, ws)
+    assert workspace_items(ws) == workspace_items(fresh)
+    assert done["counts"]["items_changed"] == len(workspace_items(fresh))

@@ -82,6 +82,8 @@ BATCH_PAGES = 500  # outcomes per transaction ($FRAMEWORK_REPARSE_BATCH: tests).
 BATCH_S = 1.0  # ...or fewer, when that many seconds passed since the group's first
 CHUNK_PAGES = 64  # pages per task handed to a worker (amortises the pipe)
 AUTO_MIN_PAGES = 1000  # `auto` below this many stored pages: no workers (not worth a fork)
+# the digest marking a kind whose rows may have carried values this run has not read yet
+CARRY_PENDING = "carry-pending"
 
 
 @dataclass(frozen=True)
@@ -532,6 +534,12 @@ def _run(
     carried = _carried(ws, unchanged)  # before this run's events: the last run's
     ws.record_spec(spec_hash)
     ws.mark_read_with(digests)  # before any commit: a kill leaves both digests, read again
+    if unchanged:
+        # A page read below may give rows of these kinds new carried values (carry.py),
+        # which they are read again with later in this run: a kill in between must leave
+        # those kinds to the next reparse, which would otherwise find the values already
+        # refreshed and skip the rows. The end of the run forgets the mark.
+        ws.mark_read_with({kind: CARRY_PENDING for kind in unchanged})
     started = time.monotonic()
     tally = {"pages": 0, "skipped": 0, "unknown": 0, "unchanged": 0}
     writer = _Writer(runtime)
