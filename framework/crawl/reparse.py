@@ -588,14 +588,16 @@ def _run(
         # its own rows' values), as a fresh crawl would give them. An unchanged kind with
         # such rows is read whole, so that its fill counts are this run's. Each pass
         # commits at least its lowest row (whose parent is final), so the passes end.
+        rows_of: dict[str, list[int]] = {}  # an unchanged kind's row ids, read once
         while again := writer.next_pass():
             ids, whole = set(again), set()
             for kind in sorted(unchanged - read_late):
-                of_kind = [r.id for r in ws.store.iter_rows(kind=kind)]
-                if ids.intersection(of_kind):
+                if kind not in rows_of:
+                    rows_of[kind] = [r.id for r in ws.store.iter_rows(kind=kind)]
+                if ids.intersection(rows_of[kind]):
                     read_late.add(kind)
                     tally["unchanged"] -= ws.store.responses_of([kind])  # counted anew
-                    whole.update(of_kind)
+                    whole.update(rows_of.pop(kind))
             run_pass(_again(ws, runtime, sorted(ids | whole), tally, whole), lambda: None)
     ws.settle_read_with(digests)  # every stored page of every kind now read with these
     pages, skipped, unknown = tally["pages"], tally["skipped"], tally["unknown"]

@@ -264,14 +264,13 @@ class SqliteReader(SqliteBase):
         if not self._has_responses():
             return
         for chunk in _chunks(sorted(ids), CHUNK):
-            yield from map(
-                self._stored,
-                self._conn().execute(
-                    f"SELECT {_STORED_COLS} FROM responses r JOIN rows w ON w.id = r.row_id "
-                    f"WHERE r.row_id IN ({_marks(len(chunk))}) ORDER BY r.row_id",
-                    chunk,
-                ),
+            got = self._conn().execute(
+                f"SELECT {_STORED_COLS} FROM responses r JOIN rows w ON w.id = r.row_id "
+                f"WHERE r.row_id IN ({_marks(len(chunk))}) ORDER BY r.row_id",
+                chunk,
             )
+            # fetched whole: no cursor stays open while the caller commits (the reparse)
+            yield from map(self._stored, got.fetchall())
 
     def _stored(self, r: Sequence[Any]) -> tuple[Row, StoredResponse]:
         """A row of ``SELECT {_STORED_COLS}`` as the row and its stored response."""
