@@ -179,6 +179,7 @@ def test_the_last_reparse_is_shown_until_a_crawl_finishes_after_it(tmp_path: Pat
             "finished": "t2",
             "duration_s": 1.5,
             "counts": {"pages": 9, "items_changed": 3},
+            "unlinked": None,
         }
         assert r["last_run"]["finished"] == "t1"  # the crawl stays the last run
         text = render("job", r)

@@ -205,6 +205,14 @@ def render(job: str, r: dict[str, Any]) -> str:
         out.append(f"last reparse: finished {reparse['finished']}{dur}, no request made")
         if reparse["counts"]:
             out.append("  " + ", ".join(f"{k} {v}" for k, v in reparse["counts"].items()))
+        unlinked = reparse.get("unlinked")
+        if unlinked and unlinked.get("rows"):
+            examples = unlinked.get("examples") or []
+            out.append(
+                f"  {unlinked['rows']} rows no longer linked by the pages that found them"
+                f"{' (e.g. ' + str(examples[0]) + ')' if examples else ''}: they and their"
+                " items stay, pending ones are still fetched; `crawl --fresh` starts over"
+            )
     found = fill.render_lines(r)
     if found:
         out.append("")

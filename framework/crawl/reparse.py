@@ -69,6 +69,7 @@ from framework.spec.models import JobSpec
 from framework.workspace import ErrorKind, RowStatus, Workspace
 from framework.workspace.fill import EXTRACTION_EVENTS, last_extraction
 from framework.workspace.integrity import ensure_whole
+from framework.workspace.jsonl import redact_url
 from framework.workspace.records import Outcome, Row, StoredResponse, canonical_json
 from framework.workspace.workspace import STATE_FILE
 
@@ -81,6 +82,7 @@ READ_AGAIN = frozenset({ErrorKind.PARSE, ErrorKind.VALIDATION})
 BATCH_PAGES = 500  # outcomes per transaction ($FRAMEWORK_REPARSE_BATCH: tests)...
 BATCH_S = 1.0  # ...or fewer, when that many seconds passed since the group's first
 CHUNK_PAGES = 64  # pages per task handed to a worker (amortises the pipe)
+UNLINKED_EXAMPLES = 5  # URLs of rows no page links any more, in the run's event
 AUTO_MIN_PAGES = 1000  # `auto` below this many stored pages: no workers (not worth a fork)
 # the digest marking a kind whose rows may have carried values this run has not read yet
 CARRY_PENDING = "carry-pending"
@@ -438,6 +440,10 @@ class _Writer:
         self.refreshed: set[int] = set()  # rows whose carried values a commit changed
         self.refreshed_ever: set[int] = set()  # the same over the whole run
         self.committed: set[int] = set()  # rows whose outcome this pass committed
+        # what the pages read ok in this run link now, and those pages (their links
+        # are known): the rows they found before and no longer link are reported
+        self.linked: set[Identity] = set()
+        self.read_ok: set[int] = set()
 
     def page(self, row: Row, stored: StoredResponse, parsed: Parsed) -> None:
         runtime = self.runtime
@@ -458,6 +464,7 @@ class _Writer:
                 ident = _identity(new.kind, new.method, new.url, new.body)
                 found.setdefault(ident, new.context.get("carry") or {})
             self.carried[row.id] = found
+            self.linked.update(found)
         if not self.group:
             self.started = time.monotonic()
         self.group.append((row, outcome))
@@ -486,10 +493,35 @@ class _Writer:
         results = self.runtime.commit_reparses(group)
         for (row, outcome), res in zip(group, results, strict=True):
             self.committed.add(row.id)
+            if outcome.ok:
+                self.read_ok.add(row.id)
             self.refreshed.update(res.refreshed)
             self.refreshed_ever.update(res.refreshed)
             if not outcome.ok and row.status is RowStatus.OK:
                 self.newly_failed += 1
+
+    def unlinked(self, ws: Workspace) -> dict[str, Any]:
+        """The rows that the page which found them, read ok in this run, no longer links,
+        nor does any other page read in this run: a fix of a ``follow``, ``next`` or
+        sub-tab rule that no longer reaches them. They stay as they are (their items
+        too: nothing is deleted); pending ones would still be fetched by the next crawl.
+        Pages of kinds left unread may link them still: their rows are not judged."""
+        if not self.read_ok:
+            return {"rows": 0}
+        by_status: dict[str, int] = {}
+        examples: list[str] = []
+        for link in ws.store.iter_links():
+            if link.parent_id not in self.read_ok:
+                continue
+            if _identity(link.kind, link.method, link.url, link.body) in self.linked:
+                continue
+            by_status[link.status.value] = by_status.get(link.status.value, 0) + 1
+            if len(examples) < UNLINKED_EXAMPLES:
+                examples.append(link.url)
+        total = sum(by_status.values())
+        return (
+            {"rows": total, "by_status": by_status, "examples": examples} if total else {"rows": 0}
+        )
 
     def next_pass(self) -> list[int]:
         """The rows to read again, after a pass is committed: those dropped as stale and
@@ -600,6 +632,7 @@ def _run(
                     whole.update(rows_of.pop(kind))
             run_pass(_again(ws, runtime, sorted(ids | whole), tally, whole), lambda: None)
     ws.settle_read_with(digests)  # every stored page of every kind now read with these
+    unlinked = writer.unlinked(ws)
     pages, skipped, unknown = tally["pages"], tally["skipped"], tally["unknown"]
     items = ws.store.item_counts()
     emitting = [n for n, k in runtime.job.kinds.items() if k.spec.emits]
@@ -617,6 +650,8 @@ def _run(
         # rows given new carried values by a page read again (list fields carried into
         # detail records): those with a stored page were read again with them
         "carry_refreshed": len(writer.refreshed_ever),
+        # rows the pages read no longer link (a narrowed follow rule): kept, reported
+        "rows_unlinked": unlinked["rows"],
         "unknown_kind": unknown,
         "rows_new": c.rows_new,
         "items_new": c.items_new,
@@ -650,11 +685,20 @@ def _run(
         warnings=warnings + carried["warnings"],
         fill=fill,
         **({"carried": sorted(carried["fill"])} if carried["fill"] else {}),
+        **({"unlinked": unlinked} if unlinked["rows"] else {}),
         **({"nothing_extracted": True} if empty else {}),
     )
     if unknown:
         logger.warning(
             "%d stored pages are of kinds the spec no longer has: left as they were", unknown
+        )
+    if unlinked["rows"]:
+        logger.warning(
+            "%d rows found by pages read again are no longer linked by them (%s; e.g. %s):"
+            " they and their items stay; pending ones are still fetched by the next crawl",
+            unlinked["rows"],
+            ", ".join(f"{n} {s}" for s, n in sorted(unlinked["by_status"].items())),
+            redact_url(unlinked["examples"][0]),
         )
     return ReparseResult(
         spec.name, ws.path, counts, warnings, empty, parser.n, tuple(sorted(unchanged))

@@ -16,7 +16,7 @@ from typing import Any
 from framework.errors import WorkspaceError
 from framework.workspace.holds import Hold
 from framework.workspace.postgres_base import PgBase
-from framework.workspace.records import Row, RowStatus, StoredItem, StoredResponse
+from framework.workspace.records import Link, Row, RowStatus, StoredItem, StoredResponse
 from framework.workspace.sqlite_base import (
     _ITEM_COLS,
     _ROW_COLS,
@@ -102,6 +102,14 @@ class PgReader(PgBase):
         )
         for r in self._page(sql, params):
             yield _to_row(r)
+
+    def iter_links(self) -> Iterator[Link]:
+        sql = (
+            "SELECT id, parent_id, kind, method, url, body, status FROM rows "
+            f"WHERE parent_id IS NOT NULL {{after}} ORDER BY id LIMIT {CHUNK}"
+        )
+        for r in self._page(sql, []):
+            yield Link(r[0], r[1], r[2], r[3], r[4], r[5], RowStatus(r[6]))
 
     # The counts status shows are read from the tallies the triggers keep (postgres_base
     # _TALLIES: O(kinds), not O(rows)); a database not migrated yet, opened read-only,

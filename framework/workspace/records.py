@@ -93,6 +93,19 @@ class NewRow:
         return hashlib.sha1(raw.encode("utf-8"), usedforsecurity=False).hexdigest()
 
 
+class Link(NamedTuple):
+    """A row as the page that found it first links it (``parent_id``): what
+    ``framework reparse`` compares with the links the pages it reads give now."""
+
+    id: int
+    parent_id: int
+    kind: str
+    method: str
+    url: str
+    body: str | None
+    status: RowStatus
+
+
 @dataclass(frozen=True)
 class Row:
     id: int

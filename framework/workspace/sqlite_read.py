@@ -12,7 +12,7 @@ from typing import Any
 
 from framework.errors import WorkspaceError
 from framework.workspace import holds
-from framework.workspace.records import Row, RowStatus, StoredItem, StoredResponse
+from framework.workspace.records import Link, Row, RowStatus, StoredItem, StoredResponse
 from framework.workspace.sqlite_base import (
     _ITEM_COLS,
     _N_ROW_COLS,
@@ -85,6 +85,14 @@ class SqliteReader(SqliteBase):
         )
         for r in self._page(sql, params, "id"):
             yield _to_row(r)
+
+    def iter_links(self) -> Iterator[Link]:
+        sql = (
+            "SELECT id, parent_id, kind, method, url, body, status FROM rows "
+            f"WHERE parent_id IS NOT NULL {{after}} ORDER BY id LIMIT {CHUNK}"
+        )
+        for r in self._page(sql, [], "id"):
+            yield Link(r[0], r[1], r[2], r[3], r[4], r[5], RowStatus(r[6]))
 
     def row_counts(self) -> dict[str, dict[RowStatus, int]]:
         counts: dict[str, dict[RowStatus, int]] = {}

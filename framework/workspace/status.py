@@ -240,10 +240,13 @@ def _reparse_summary(event: dict[str, Any] | None) -> dict[str, Any] | None:
         return None
     counts = event.get("counts")
     duration = event.get("duration_s")
+    unlinked = event.get("unlinked")
     return {
         "finished": _text(event.get("time")),
         "duration_s": duration if _number(duration) else None,
         "counts": counts if isinstance(counts, dict) else {},
+        # rows the pages it read no longer link (framework/crawl/reparse.py)
+        "unlinked": unlinked if isinstance(unlinked, dict) else None,
     }
 
 

@@ -24,6 +24,7 @@ from typing import Any, Protocol
 
 from framework.workspace.records import (
     CommitResult,
+    Link,
     NewRow,
     Outcome,
     Row,
@@ -103,6 +104,10 @@ class Store(Protocol):
     def iter_rows(
         self, status: RowStatus | None = None, kind: str | None = None
     ) -> Iterator[Row]: ...
+
+    def iter_links(self) -> Iterator[Link]:
+        """Every row a page found (one with a ``parent_id``), in id order."""
+        ...
 
     def attempts(self, row_id: int) -> list[Mapping[str, Any]]: ...
 
