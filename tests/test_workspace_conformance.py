@@ -958,20 +958,20 @@ def test_a_reparse_refreshes_the_carried_values_of_the_rows_its_page_found_first
     assert store.get_row(d3.id).context == {"carry": {"a": 6}}
 
 
-def test_iter_links_gives_every_found_row_with_the_page_that_found_it_first(
-    store: Any,
-) -> None:
-    """What a reparse compares with the links its pages give now: seeds have no parent
-    and are left out; a row two pages link keeps the first; status and body are the
-    row's own; over more than one chunk of the keyset read."""
+def test_iter_links_gives_the_rows_the_given_pages_found_first(store: Any) -> None:
+    """What a reparse compares with the links its pages give now: the rows whose
+    ``parent_id`` is one of the pages asked about (a row two pages link keeps the
+    first), with their own status, method and body, in id order, over more than one
+    chunk of the keyset read; seeds (no parent) never."""
     (seed,) = store.seed([NewRow("list", "http://s/l")])
     many = [NewRow("detail", f"http://s/d{i}") for i in range(CHUNK + 3)]
     post = NewRow("detail.tab", "http://s/tab", method="post", body="a=1", body_type="form")
     inserted = store.commit(Outcome(seed.id, ok=True, new_rows=[*many, post])).inserted
     other = inserted[0]
     store.commit(Outcome(other.id, ok=True, new_rows=[many[1], NewRow("detail", "http://s/x")]))
-    links = list(store.iter_links())
-    assert [link.id for link in links] == sorted(r.id for r in store.iter_rows() if r.parent_id)
+    rows = list(store.iter_rows())
+    links = list(store.iter_links({seed.id, other.id}))
+    assert [link.id for link in links] == [r.id for r in rows if r.parent_id]
     assert len(links) == CHUNK + 5
     by_url = {link.url: link for link in links}
     assert by_url["http://s/d1"].parent_id == seed.id  # found by two pages: the first
@@ -984,3 +984,6 @@ def test_iter_links_gives_every_found_row_with_the_page_that_found_it_first(
         RowStatus.PENDING,
     )
     assert by_url["http://s/d0"].status is RowStatus.OK
+    assert [link.url for link in store.iter_links({other.id})] == ["http://s/x"]
+    assert list(store.iter_links({seed.id + 10_000})) == []
+    assert list(store.iter_links(set())) == []

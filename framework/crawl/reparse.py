@@ -510,9 +510,7 @@ class _Writer:
             return {"rows": 0}
         by_status: dict[str, int] = {}
         examples: list[str] = []
-        for link in ws.store.iter_links():
-            if link.parent_id not in self.read_ok:
-                continue
+        for link in ws.store.iter_links(self.read_ok):
             if _identity(link.kind, link.method, link.url, link.body) in self.linked:
                 continue
             by_status[link.status.value] = by_status.get(link.status.value, 0) + 1

@@ -103,12 +103,12 @@ class PgReader(PgBase):
         for r in self._page(sql, params):
             yield _to_row(r)
 
-    def iter_links(self) -> Iterator[Link]:
+    def iter_links(self, parents: Collection[int]) -> Iterator[Link]:
         sql = (
             "SELECT id, parent_id, kind, method, url, body, status FROM rows "
-            f"WHERE parent_id IS NOT NULL {{after}} ORDER BY id LIMIT {CHUNK}"
+            f"WHERE parent_id = ANY(%s) {{after}} ORDER BY id LIMIT {CHUNK}"
         )
-        for r in self._page(sql, []):
+        for r in self._page(sql, [list(parents)]):
             yield Link(r[0], r[1], r[2], r[3], r[4], r[5], RowStatus(r[6]))
 
     # The counts status shows are read from the tallies the triggers keep (postgres_base

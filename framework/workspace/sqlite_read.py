@@ -86,13 +86,26 @@ class SqliteReader(SqliteBase):
         for r in self._page(sql, params, "id"):
             yield _to_row(r)
 
-    def iter_links(self) -> Iterator[Link]:
+    def iter_links(self, parents: Collection[int]) -> Iterator[Link]:
+        # two steps: with no index on parent_id (no other read needs one, and every
+        # row the crawl inserts would pay for it), the ids come first, five times
+        # cheaper to scan than whole rows; then the rows of those found
         sql = (
-            "SELECT id, parent_id, kind, method, url, body, status FROM rows "
-            f"WHERE parent_id IS NOT NULL {{after}} ORDER BY id LIMIT {CHUNK}"
+            "SELECT id, parent_id FROM rows WHERE parent_id IS NOT NULL {after} "
+            f"ORDER BY id LIMIT {CHUNK}"
         )
-        for r in self._page(sql, [], "id"):
-            yield Link(r[0], r[1], r[2], r[3], r[4], r[5], RowStatus(r[6]))
+        ids = [r[0] for r in self._page(sql, [], "id") if r[1] in parents]
+        for chunk in _chunks(ids, CHUNK):
+            for r in (
+                self._conn()
+                .execute(
+                    "SELECT id, parent_id, kind, method, url, body, status FROM rows "
+                    f"WHERE id IN ({_marks(len(chunk))}) ORDER BY id",
+                    chunk,
+                )
+                .fetchall()
+            ):
+                yield Link(r[0], r[1], r[2], r[3], r[4], r[5], RowStatus(r[6]))
 
     def row_counts(self) -> dict[str, dict[RowStatus, int]]:
         counts: dict[str, dict[RowStatus, int]] = {}

@@ -18,7 +18,7 @@ same contract later. Rules every backend keeps:
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -105,8 +105,9 @@ class Store(Protocol):
         self, status: RowStatus | None = None, kind: str | None = None
     ) -> Iterator[Row]: ...
 
-    def iter_links(self) -> Iterator[Link]:
-        """Every row a page found (one with a ``parent_id``), in id order."""
+    def iter_links(self, parents: Collection[int]) -> Iterator[Link]:
+        """The rows that one of ``parents`` found first (their ``parent_id``), in id
+        order."""
         ...
 
     def attempts(self, row_id: int) -> list[Mapping[str, Any]]: ...
