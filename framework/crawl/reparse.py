@@ -441,8 +441,10 @@ class _Writer:
         self.refreshed_ever: set[int] = set()  # the same over the whole run
         self.committed: set[int] = set()  # rows whose outcome this pass committed
         # what the pages read ok in this run link now, and those pages (their links
-        # are known): the rows they found before and no longer link are reported
-        self.linked: set[Identity] = set()
+        # are known): the rows they found before and no longer link are reported. The
+        # identities' hashes: a million links in tens of MB, not hundreds; a collision
+        # would only leave one row unreported
+        self.linked: set[int] = set()
         self.read_ok: set[int] = set()
 
     def page(self, row: Row, stored: StoredResponse, parsed: Parsed) -> None:
@@ -464,7 +466,7 @@ class _Writer:
                 ident = _identity(new.kind, new.method, new.url, new.body)
                 found.setdefault(ident, new.context.get("carry") or {})
             self.carried[row.id] = found
-            self.linked.update(found)
+            self.linked.update(map(hash, found))
         if not self.group:
             self.started = time.monotonic()
         self.group.append((row, outcome))
@@ -511,7 +513,7 @@ class _Writer:
         by_status: dict[str, int] = {}
         examples: list[str] = []
         for link in ws.store.iter_links(self.read_ok):
-            if _identity(link.kind, link.method, link.url, link.body) in self.linked:
+            if hash(_identity(link.kind, link.method, link.url, link.body)) in self.linked:
                 continue
             by_status[link.status.value] = by_status.get(link.status.value, 0) + 1
             if len(examples) < UNLINKED_EXAMPLES:
