@@ -32,7 +32,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 
-from framework.errors import UsageError
+from framework.errors import FrameworkError, UsageError
 from framework.workspace import StoredItem, Workspace
 
 __all__ = ["FORMATS", "ExportResult", "export_items", "feed_settings", "format_of", "item_dict"]
@@ -111,7 +111,11 @@ def export_items(
 ) -> ExportResult:
     """Write the workspace's items to ``target`` (``-``: stdout). A file is replaced
     whole and only once complete (written beside it, then renamed), so a reader never
-    sees half an export and an interrupted export leaves the old file."""
+    sees half an export and an interrupted export leaves the old file. Missing folders
+    are created (as a crawl's ``-o`` does); the file gets the mode the old one had, or
+    the umask's. A path that cannot be written is a :class:`UsageError`, a write that
+    fails midway (a full disk) a :class:`FrameworkError`: one line each, the old file
+    left as it was."""
     fmt = format_of(target, fmt)
     cutoff = since_filter(since) if since is not None else None
     with Workspace.open(workspace, create=False, readonly=True) as ws:
@@ -122,18 +126,43 @@ def export_items(
             out.flush()
             return ExportResult(target, fmt, n)
         path = Path(target)
+        if path.is_dir():
+            raise UsageError(f"cannot export to {target!r}: it is a folder; name a file in it")
         folder = path.parent if str(path.parent) else Path(".")
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=folder)
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=folder)
+        except OSError as exc:
+            raise UsageError(f"cannot write {target!r}: {exc.strerror or exc}") from None
         try:
             with os.fdopen(fd, "wb") as fh:
+                # mkstemp's file is private (0600): the export is an ordinary file
+                os.fchmod(fh.fileno(), _mode(path))
                 n = _write(fh, fmt, _selected(ws, only_complete, cutoff), fields)
                 fh.flush()
                 os.fsync(fh.fileno())
             os.replace(tmp, path)
+        except OSError as exc:
+            Path(tmp).unlink(missing_ok=True)
+            raise FrameworkError(
+                f"writing {target!r} failed: {exc.strerror or exc}; "
+                f"{'the old file is left as it was' if path.exists() else 'nothing written'}"
+            ) from None
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise
     return ExportResult(target, fmt, n)
+
+
+def _mode(path: Path) -> int:
+    """The permission bits of the file that ``path`` replaces, or those a new file gets
+    under the process's umask."""
+    try:
+        return path.stat().st_mode & 0o7777
+    except OSError:
+        mask = os.umask(0)  # read by setting it back at once: no other thread makes files
+        os.umask(mask)
+        return 0o666 & ~mask
 
 
 def _columns(ws: Workspace, only_complete: bool, since: str | None) -> list[str]:

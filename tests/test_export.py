@@ -6,9 +6,12 @@ is read back and compared with what the workspace stores."""
 from __future__ import annotations
 
 import csv
+import errno
 import hashlib
 import io
 import json
+import os
+import stat
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
@@ -171,3 +174,53 @@ def test_export_of_a_missing_workspace_is_a_usage_error(tmp_path):
     r = run_cli("export", "../etc", "-o", "-")
     assert r.returncode == 2
     assert "not a job name" in r.stderr
+
+
+def test_the_export_file_is_an_ordinary_file_where_asked(crawled, tmp_path):
+    """Missing folders are made (as a crawl's -o makes them); the file's mode is the
+    umask's (the temporary file it is written as is private), or the one of the file it
+    replaces; a folder, or a path under a file, is one line and exit 2."""
+    target = tmp_path / "a" / "b" / "items.jsonl"
+    r = _export(crawled, "-o", str(target))
+    assert r.returncode == 0, r.stderr
+    mask = os.umask(0)
+    os.umask(mask)
+    assert stat.S_IMODE(target.stat().st_mode) == 0o666 & ~mask
+    assert len(target.read_text().splitlines()) == len(workspace_items(crawled["ws"]))
+    target.chmod(0o640)
+    r = _export(crawled, "-o", str(target))
+    assert r.returncode == 0, r.stderr
+    assert stat.S_IMODE(target.stat().st_mode) == 0o640  # the replaced file's
+    for bad, says in (
+        (tmp_path / "a", "it is a folder"),
+        (target / "x.jsonl", "cannot write"),  # under a file: no folder can be made
+    ):
+        r = _export(crawled, "-o", str(bad), "--format", "jsonl")
+        assert r.returncode == 2, r.stderr
+        assert says in r.stderr
+        assert r.stderr.strip().count("\n") == 0, r.stderr
+        assert "Traceback" not in r.stderr
+    assert sorted(p.name for p in target.parent.iterdir()) == ["items.jsonl"]  # no .part
+
+
+def test_a_write_that_fails_midway_leaves_the_old_file(crawled, tmp_path, monkeypatch):
+    """A full disk cannot be made here: the exporter's write fails as one would
+    (ENOSPC) after writing part of the file; the old file stays whole, no .part is left."""
+    from framework import export
+    from framework.errors import FrameworkError
+
+    target = tmp_path / "items.csv"
+    target.write_text("old\n")
+    real = export._write
+
+    def full(out, fmt, items, fields):
+        out.write(b"partial")
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(export, "_write", full)
+    with pytest.raises(FrameworkError, match="No space left on device; the old file is left"):
+        export.export_items(crawled["ws"], str(target))
+    assert target.read_text() == "old\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["items.csv"]
+    monkeypatch.setattr(export, "_write", real)
+    assert export.export_items(crawled["ws"], str(target)).items > 0
