@@ -108,6 +108,7 @@ def test_status_of_a_missing_workspace_exits_2(
     code, _, err = run(["status", "nosuchjob"], capsys)
     assert code == 2
     assert "no workspace" in err
+    assert "nothing was crawled into it yet; `framework crawl JOB` makes it" in err
     assert not (home / "var" / "nosuchjob").exists()
 
 

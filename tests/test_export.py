@@ -171,6 +171,7 @@ def test_export_of_a_missing_workspace_is_a_usage_error(tmp_path):
     r = run_cli("export", "nojob", "--workspace", str(tmp_path / "none"), "-o", "-")
     assert r.returncode == 2
     assert "no workspace" in r.stderr
+    assert "nothing was crawled into it yet" in r.stderr
     r = run_cli("export", "../etc", "-o", "-")
     assert r.returncode == 2
     assert "not a job name" in r.stderr

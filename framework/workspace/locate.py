@@ -35,7 +35,10 @@ def open_store(target: str | Path, *, readonly: bool = False, create: bool = Tru
     state = path if path.suffix == ".sqlite" else path / STATE_FILE
     if not state.is_file():
         if readonly or not create:
-            raise WorkspaceError(f"no workspace at {path} (no {state.name})")
+            raise WorkspaceError(
+                f"no workspace at {path} (no {state.name}): nothing was crawled into it yet;"
+                " `framework crawl JOB` makes it"
+            )
         if state.parent.exists() and not state.parent.is_dir():
             raise WorkspaceError(f"{state.parent} exists and is not a folder")
         state.parent.mkdir(parents=True, exist_ok=True)

@@ -68,7 +68,10 @@ class Workspace:
         state = folder / STATE_FILE
         if readonly or not create:
             if not state.is_file():
-                raise WorkspaceError(f"no workspace at {folder} (no {STATE_FILE})")
+                raise WorkspaceError(
+                    f"no workspace at {folder} (no {STATE_FILE}): nothing was crawled into "
+                    "it yet; `framework crawl JOB` makes it"
+                )
         else:
             if folder.exists() and not folder.is_dir():
                 raise WorkspaceError(f"{folder} exists and is not a folder")
