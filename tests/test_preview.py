@@ -230,6 +230,15 @@ def test_scrapy_parse_extracts_and_writes_nothing(site, project):
     assert r.returncode == 0, r.stderr[-3000:]
     assert f"'dedupe_key': '{site.truth.records()[site.truth.ids[0]]['dedupe_key']}'" in r.stdout
     assert f"<GET {site.truth.list_urls()[2]}>" in r.stdout
+    assert "no records at" not in r.stderr
+    # a detail page read as the start kind (no -a kind=): Scrapy shows two empty lists;
+    # the log says why, as preview does, and how to read it as another kind
+    r = _scrapy(project, "parse", "--spider", JOB, "--nocolour", f"{site.url}/cases/{case}")
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert (
+        f"no records at {site.url}/cases/{case} read as kind 'list': each (table.cases tbody tr)"
+        " matched nothing; -a kind=K reads it as another (list, detail, detail.rulings" in r.stderr
+    )
     assert not (project / "var").exists()
 
 

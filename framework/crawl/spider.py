@@ -306,7 +306,18 @@ class JobSpider(scrapy.Spider):
             known = ", ".join([*self.compiled.kinds, *self.compiled.subtabs])
             raise UsageError(f"{self.name} has no page kind {kind!r} (kinds: {known})")
         page = int(response.meta.get("fw_page", 1))
-        result = self.compiled.kinds[kind].parse(response, response.meta.get("fw_carry", {}), page)
+        compiled = self.compiled.kinds[kind]
+        result = compiled.parse(response, response.meta.get("fw_carry", {}), page)
+        if not result.records:
+            # said as `framework preview` says it: Scrapy's own output is two empty lists
+            each = compiled.spec.each
+            logger.warning(
+                "no records at %s read as kind %r%s; -a kind=K reads it as another (%s)",
+                shown(response.url),
+                kind,
+                f": each ({getattr(each, 'label', each)}) matched nothing" if each else "",
+                ", ".join([*self.compiled.kinds, *self.compiled.subtabs]),
+            )
         for record in result.records:
             if not record.valid:
                 logger.warning(
