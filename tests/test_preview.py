@@ -101,6 +101,7 @@ def test_a_list_page_whose_each_matches_nothing_says_which(site, project):
     assert report["each"] == "table.results tr"
     r = _preview(project)
     assert "no records on this page: each (table.results tr) matched nothing" in r.stdout
+    assert "(--kind K reads it as another kind: detail, detail.rulings" in r.stdout
 
 
 def test_a_missing_required_field_exits_1_and_says_which(site, project):

@@ -74,6 +74,9 @@ def preview(
         click.echo(json.dumps(report.as_dict(), ensure_ascii=False, indent=2, default=str))
     else:
         click.echo(render(report))
+        if not report.records and report.tab_value is None and not report.error:
+            others = [k for k in pv.kinds_of(spec) if k != kind]
+            click.echo(f"(--kind K reads it as another kind: {', '.join(others)})")
     return 1 if report.missing_required or report.error else 0
 
 
