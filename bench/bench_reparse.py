@@ -21,13 +21,18 @@ alike), with the job bench/specs/bench.yaml:
 Every reparse must change every detail item (each gains its ``court``) and nothing
 else, and leave the items equal, field by field, to those of ``crawl-store``.
 
+Rounds alternate the order of the two storing crawls, and of the three reparses, so
+that a host speeding up or slowing down within a round (it does, by 20% in minutes)
+does not favour one of each pair. ``--storing-only`` runs the two storing crawls alone,
+for more rounds of that one ratio.
+
 Reported: median wall and CPU seconds (user+system of the child and its workers:
 more robust to a loaded machine than wall time), the machine's load average around each
 run, the reparse speed-ups over the crawl that stored the pages, the crawl's CPU with
 storing over without, and the disk the stored responses take per 1,000 pages
 (compressed bodies, and the state file with and without them).
 
-    .venv/bin/python bench/bench_reparse.py [--cases 9091] [--rounds 3]
+    .venv/bin/python bench/bench_reparse.py [--cases 9091] [--rounds 3] [--storing-only]
 
 Loopback only; the site and every child are stopped at the end.
 """
@@ -56,6 +61,8 @@ from bench_spider import SAME, SPEC, Site, setting_args  # noqa: E402
 
 CLI = [sys.executable, "-c", "from framework.cli import entry; entry()"]  # what `framework` runs
 VARIANTS = ("crawl-broken", "crawl-store", "crawl-nostore", "reparse", "reparse-1", "reparse-all")
+STORING = ("crawl-store", "crawl-nostore")
+REPARSES = ("reparse", "reparse-1", "reparse-all")
 # the fix the reparse applies: a selector that matched nothing, corrected
 FIXED = 'court: ".court::text"'
 BROKEN = 'court: ".court-name::text"'
@@ -137,6 +144,16 @@ def disk(workspace: Path) -> tuple[int, int, int]:
     return int(n), int(size), state.stat().st_size
 
 
+def order(n: int, storing_only: bool) -> list[str]:
+    """Round ``n``'s variants: the broken crawl first (the reparses copy it), then the
+    storing pair and the reparses, each in reverse order every other round."""
+    pair, reparses = list(STORING), list(REPARSES)
+    if n % 2:
+        pair.reverse()
+        reparses.reverse()
+    return pair if storing_only else ["crawl-broken", *pair, *reparses]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -144,18 +161,21 @@ def main() -> None:
     parser.add_argument("--cases", type=int, default=9091, help="detail pages (+ a tenth)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--keep", action="store_true", help="keep the work folder")
+    parser.add_argument(
+        "--storing-only", action="store_true", help="only the crawls with and without storing"
+    )
     args = parser.parse_args()
     command = ".venv/bin/python bench/bench_reparse.py " + " ".join(
         shlex.quote(a) for a in sys.argv[1:]
     )
     work = Path(tempfile.mkdtemp(prefix="bench-reparse-"))
     site = Site(args.cases)
-    runs: dict[str, list[Run]] = {v: [] for v in VARIANTS}
+    runs: dict[str, list[Run]] = {v: [] for v in (STORING if args.storing_only else VARIANTS)}
     checks: list[str] = []
     try:
         for n in range(args.rounds):
             broken: Path | None = None
-            for variant in VARIANTS:
+            for variant in order(n, args.storing_only):
                 run = run_once(variant, site, work, n, broken)
                 runs[variant].append(run)
                 if variant == "crawl-broken":
@@ -218,15 +238,24 @@ def main() -> None:
             f"| {failed} | {min(loads):.1f}-{max(loads):.1f} |"
         )
     print()
-    _, store, nostore, reparse, reparse1, every = (runs[v] for v in VARIANTS)
+    store, nostore = runs["crawl-store"], runs["crawl-nostore"]
+    cost_cpu = statistics.median(a.cpu / b.cpu for a, b in zip(store, nostore, strict=True))
+    cost_wall = statistics.median(a.wall / b.wall for a, b in zip(store, nostore, strict=True))
+    per_round = ", ".join(f"{a.cpu / b.cpu:.3f}" for a, b in zip(store, nostore, strict=True))
+    if args.storing_only:
+        print(
+            f"cost of storing responses (crawl-store / crawl-nostore, median of per-round "
+            f"ratios): CPU {cost_cpu:.3f}x (per round {per_round}), wall {cost_wall:.3f}x"
+        )
+        shutil.rmtree(work, ignore_errors=True)
+        return
+    reparse, reparse1, every = (runs[v] for v in REPARSES)
     paired_wall = statistics.median(c.wall / r.wall for c, r in zip(store, reparse, strict=True))
     paired_cpu = statistics.median(c.cpu / r.cpu for c, r in zip(store, reparse, strict=True))
     one_wall = statistics.median(c.wall / r.wall for c, r in zip(store, reparse1, strict=True))
     one_cpu = statistics.median(c.cpu / r.cpu for c, r in zip(store, reparse1, strict=True))
     all_wall = statistics.median(c.wall / r.wall for c, r in zip(store, every, strict=True))
     all_cpu = statistics.median(c.cpu / r.cpu for c, r in zip(store, every, strict=True))
-    cost_cpu = statistics.median(a.cpu / b.cpu for a, b in zip(store, nostore, strict=True))
-    cost_wall = statistics.median(a.wall / b.wall for a, b in zip(store, nostore, strict=True))
     print(
         f"reparse speed-up over the crawl (median of per-round ratios): wall "
         f"{paired_wall:.1f}x, CPU {paired_cpu:.1f}x; with --processes 1: wall "
@@ -235,7 +264,7 @@ def main() -> None:
     )
     print(
         f"cost of storing responses (crawl-store / crawl-nostore, median of per-round "
-        f"ratios): CPU {cost_cpu:.3f}x, wall {cost_wall:.3f}x"
+        f"ratios): CPU {cost_cpu:.3f}x (per round {per_round}), wall {cost_wall:.3f}x"
     )
     per_k = 1000 / n_store if n_store else 0.0
     print(
