@@ -308,9 +308,10 @@ class JobSpider(scrapy.Spider):
         page = int(response.meta.get("fw_page", 1))
         compiled = self.compiled.kinds[kind]
         result = compiled.parse(response, response.meta.get("fw_carry", {}), page)
-        if not result.records:
+        each = compiled.spec.each
+        if not result.records and (each is not None or compiled.spec.emits):
             # said as `framework preview` says it: Scrapy's own output is two empty lists
-            each = compiled.spec.each
+            # (a kind that only links on, with neither, has no record to find)
             logger.warning(
                 "no records at %s read as kind %r%s; -a kind=K reads it as another (%s)",
                 shown(response.url),

@@ -104,12 +104,25 @@ class PgReader(PgBase):
             yield _to_row(r)
 
     def iter_links(self, parents: Collection[int]) -> Iterator[Link]:
+        # as SQLite's: ids and parents first (no index on parent_id; the pages asked
+        # about may be a million, too many to send with every keyset page), then the
+        # rows of those found
         sql = (
-            "SELECT id, parent_id, kind, method, url, body, status FROM rows "
-            f"WHERE parent_id = ANY(%s) {{after}} ORDER BY id LIMIT {CHUNK}"
+            "SELECT id, parent_id FROM rows WHERE parent_id IS NOT NULL {after} "
+            f"ORDER BY id LIMIT {CHUNK}"
         )
-        for r in self._page(sql, [list(parents)]):
-            yield Link(r[0], r[1], r[2], r[3], r[4], r[5], RowStatus(r[6]))
+        ids = [r[0] for r in self._page(sql, []) if r[1] in parents]
+        for chunk in _chunks(ids, CHUNK):
+            for r in (
+                self._conn()
+                .execute(
+                    "SELECT id, parent_id, kind, method, url, body, status FROM rows "
+                    "WHERE id = ANY(%s) ORDER BY id",
+                    [chunk],
+                )
+                .fetchall()
+            ):
+                yield Link(r[0], r[1], r[2], r[3], r[4], r[5], RowStatus(r[6]))
 
     # The counts status shows are read from the tallies the triggers keep (postgres_base
     # _TALLIES: O(kinds), not O(rows)); a database not migrated yet, opened read-only,
