@@ -96,7 +96,8 @@ def test_framework_new_points_the_new_job_at_the_schema(tmp_path):
 BOTH = """\
 name: both
 source_type: both
-start_urls: ["https://a.example/cases"]
+start_urls: ["https://a.example/cases", "ftp://a.example/"]
+allowed_domains: ["a.example/cases"]
 colour: blue
 list:
   each: "table..cases tr"
@@ -124,13 +125,15 @@ def test_structural_and_expression_problems_come_out_in_one_run(tmp_path):
     assert r.returncode == 2
     lines = r.stderr.strip().splitlines()
     expected = [
-        (4, "unknown key 'colour'"),  # the models'
-        (6, "invalid CSS selector 'table..cases tr'"),  # the expressions', same run
-        (11, "invalid CSS selector 'h1:::text'"),
-        (11, "unknown key 'requird'"),
-        (12, "wrong value for 'type': 'numbr'"),
-        (13, "invalid XPath '//p[bad('"),
-        (18, "invalid JSON path '$.rows[*'"),
+        (3, "start URL 'ftp://a.example/' is not an absolute http(s) URL"),  # same run too
+        (4, "allowed domain 'a.example/cases' is not a host name"),
+        (5, "unknown key 'colour'"),  # the models'
+        (7, "invalid CSS selector 'table..cases tr'"),  # the expressions', same run
+        (12, "invalid CSS selector 'h1:::text'"),
+        (12, "unknown key 'requird'"),
+        (13, "wrong value for 'type': 'numbr'"),
+        (14, "invalid XPath '//p[bad('"),
+        (19, "invalid JSON path '$.rows[*'"),
     ]
     for line, what in expected:
         assert any(f"job.yaml:{line}:" in x and what in x for x in lines), (line, what, lines)
@@ -148,5 +151,5 @@ def test_a_value_of_the_wrong_shape_is_said_once(tmp_path):
     )
     r = run_cli("validate", str(spec))
     assert r.returncode == 2
-    at_title = [x for x in r.stderr.splitlines() if ":11:" in x]
+    at_title = [x for x in r.stderr.splitlines() if ":12:" in x]
     assert len(at_title) == 1, at_title

@@ -756,22 +756,29 @@ class _Checker:
             out["detail"] = ("detail",)
         return out
 
-    def run(self) -> list[SpecProblem]:
-        spec = self.spec
-        for i, url in enumerate(spec.start_urls):
-            if not _http_url(_without_env(url)):
+    def places(self, urls: Any, domains: Any) -> None:
+        """Start URLs are absolute http(s) URLs and allowed domains host names. Read
+        from the raw data too (:func:`check_raw`): lists of strings, else nothing."""
+        for i, url in enumerate(urls if isinstance(urls, list | tuple) else ()):
+            if isinstance(url, str) and not _http_url(_without_env(url)):
                 self.add(
                     ("start_urls", i),
                     f"start URL {url!r} is not an absolute http(s) URL",
                     "http://host/path",
                 )
-        for i, domain in enumerate(spec.allowed_domains or ()):
+        for i, domain in enumerate(domains if isinstance(domains, list | tuple) else ()):
+            if not isinstance(domain, str):
+                continue
             if not domain or "/" in domain or ":" in domain or " " in domain:
                 self.add(
                     ("allowed_domains", i),
                     f"allowed domain {domain!r} is not a host name",
                     "example.org",
                 )
+
+    def run(self) -> list[SpecProblem]:
+        spec = self.spec
+        self.places(list(spec.start_urls), list(spec.allowed_domains or ()))
         self.settings()
         self.credentials()
         self.blocked_rules(("blocked",), spec.blocked)
@@ -1217,14 +1224,16 @@ def _reach(start: str, edges: dict[str, set[str]]) -> set[str]:
 def check_raw(doc: Document) -> list[SpecProblem]:
     """The selectors, regexes and JSON paths of a spec whose shape the models refused.
 
-    Without a model there is no meaning to check across keys, but each expression is
-    where the models would have put it (page kinds under ``pages:``, ``list:`` and
+    Without a model there is no meaning to check across keys, but the start URLs and
+    allowed domains are where they are, and each expression is where the models would
+    have put it (page kinds under ``pages:``, ``list:`` and
     ``detail:``; their ``each``, fields, follow rules, pagination and sub-tabs), so a
     bad selector is reported in the same run as the structural errors, not after they
     are fixed. Only the raw data is read: a value of the wrong shape is the models'
     problem, said once, not again here."""
     checker = _Checker(cast(JobSpec, None), doc)  # the raw checks never read the model
     data = doc.data if isinstance(doc.data, dict) else {}
+    checker.places(data.get("start_urls"), data.get("allowed_domains"))
     kinds: list[tuple[Path_, Any]] = [((k,), data.get(k)) for k in ("list", "detail")]
     pages = data.get("pages")
     if isinstance(pages, dict):
