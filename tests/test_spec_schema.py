@@ -98,6 +98,7 @@ name: both
 source_type: both
 start_urls: ["https://a.example/cases", "ftp://a.example/"]
 allowed_domains: ["a.example/cases"]
+settings: {ITEM_PIPELINES: {"os.system": 1}, DOWNLOAD_DELAY: -1}
 colour: blue
 list:
   each: "table..cases tr"
@@ -127,13 +128,15 @@ def test_structural_and_expression_problems_come_out_in_one_run(tmp_path):
     expected = [
         (3, "start URL 'ftp://a.example/' is not an absolute http(s) URL"),  # same run too
         (4, "allowed domain 'a.example/cases' is not a host name"),
-        (5, "unknown key 'colour'"),  # the models'
-        (7, "invalid CSS selector 'table..cases tr'"),  # the expressions', same run
-        (12, "invalid CSS selector 'h1:::text'"),
-        (12, "unknown key 'requird'"),
-        (13, "wrong value for 'type': 'numbr'"),
-        (14, "invalid XPath '//p[bad('"),
-        (19, "invalid JSON path '$.rows[*'"),
+        (5, "setting 'ITEM_PIPELINES' is not allowed in a spec"),
+        (5, "wrong value for setting 'DOWNLOAD_DELAY': -1"),
+        (6, "unknown key 'colour'"),  # the models'
+        (8, "invalid CSS selector 'table..cases tr'"),  # the expressions', same run
+        (13, "invalid CSS selector 'h1:::text'"),
+        (13, "unknown key 'requird'"),
+        (14, "wrong value for 'type': 'numbr'"),
+        (15, "invalid XPath '//p[bad('"),
+        (20, "invalid JSON path '$.rows[*'"),
     ]
     for line, what in expected:
         assert any(f"job.yaml:{line}:" in x and what in x for x in lines), (line, what, lines)
@@ -151,5 +154,5 @@ def test_a_value_of_the_wrong_shape_is_said_once(tmp_path):
     )
     r = run_cli("validate", str(spec))
     assert r.returncode == 2
-    at_title = [x for x in r.stderr.splitlines() if ":12:" in x]
+    at_title = [x for x in r.stderr.splitlines() if "job.yaml:13:" in x]
     assert len(at_title) == 1, at_title

@@ -534,9 +534,11 @@ class _Checker:
 
     # ------------------------------------------------------------ settings
 
-    def settings(self) -> None:
+    def settings(self, values: dict[str, Any]) -> None:
+        """The spec's ``settings:`` (also read from the raw data, :func:`check_raw`): known
+        spec settings of the right type only, none that loads code."""
         allowed = spec_settings()
-        for key, value in self.spec.settings.items():
+        for key, value in values.items():
             path: Path_ = ("settings", key)
             hint = _TRUSTED_HINT.format(name=key)
             if key not in allowed:
@@ -779,7 +781,7 @@ class _Checker:
     def run(self) -> list[SpecProblem]:
         spec = self.spec
         self.places(list(spec.start_urls), list(spec.allowed_domains or ()))
-        self.settings()
+        self.settings(spec.settings)
         self.credentials()
         self.blocked_rules(("blocked",), spec.blocked)
         if spec.ship.endpoint is not None and not _http_url(spec.ship.endpoint):
@@ -1224,9 +1226,9 @@ def _reach(start: str, edges: dict[str, set[str]]) -> set[str]:
 def check_raw(doc: Document) -> list[SpecProblem]:
     """The selectors, regexes and JSON paths of a spec whose shape the models refused.
 
-    Without a model there is no meaning to check across keys, but the start URLs and
-    allowed domains are where they are, and each expression is where the models would
-    have put it (page kinds under ``pages:``, ``list:`` and
+    Without a model there is no meaning to check across keys, but the start URLs,
+    allowed domains and settings are where they are, and each expression is where the
+    models would have put it (page kinds under ``pages:``, ``list:`` and
     ``detail:``; their ``each``, fields, follow rules, pagination and sub-tabs), so a
     bad selector is reported in the same run as the structural errors, not after they
     are fixed. Only the raw data is read: a value of the wrong shape is the models'
@@ -1234,6 +1236,9 @@ def check_raw(doc: Document) -> list[SpecProblem]:
     checker = _Checker(cast(JobSpec, None), doc)  # the raw checks never read the model
     data = doc.data if isinstance(doc.data, dict) else {}
     checker.places(data.get("start_urls"), data.get("allowed_domains"))
+    settings = data.get("settings")
+    if isinstance(settings, dict):  # names that are not text: the models say so
+        checker.settings({k: v for k, v in settings.items() if isinstance(k, str)})
     kinds: list[tuple[Path_, Any]] = [((k,), data.get(k)) for k in ("list", "detail")]
     pages = data.get("pages")
     if isinstance(pages, dict):
