@@ -96,7 +96,7 @@ def test_framework_new_points_the_new_job_at_the_schema(tmp_path):
 BOTH = """\
 name: both
 source_type: both
-start_urls: ["https://a.example/cases", "ftp://a.example/"]
+start_urls: ["https://a.example/cases?api_key=s3cr3tv4lue", "ftp://a.example/"]
 allowed_domains: ["a.example/cases"]
 settings: {ITEM_PIPELINES: {"os.system": 1}, DOWNLOAD_DELAY: -1}
 colour: blue
@@ -127,6 +127,7 @@ def test_structural_and_expression_problems_come_out_in_one_run(tmp_path):
     lines = r.stderr.strip().splitlines()
     expected = [
         (3, "start URL 'ftp://a.example/' is not an absolute http(s) URL"),  # same run too
+        (3, "literal credential"),
         (4, "allowed domain 'a.example/cases' is not a host name"),
         (5, "setting 'ITEM_PIPELINES' is not allowed in a spec"),
         (5, "wrong value for setting 'DOWNLOAD_DELAY': -1"),

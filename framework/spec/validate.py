@@ -1226,8 +1226,9 @@ def _reach(start: str, edges: dict[str, set[str]]) -> set[str]:
 def check_raw(doc: Document) -> list[SpecProblem]:
     """The selectors, regexes and JSON paths of a spec whose shape the models refused.
 
-    Without a model there is no meaning to check across keys, but the start URLs,
-    allowed domains and settings are where they are, and each expression is where the
+    Without a model there is no meaning to check across keys, but the start URLs (and
+    credentials in them), allowed domains, job-level headers and settings are where they
+    are, and each expression is where the
     models would have put it (page kinds under ``pages:``, ``list:`` and
     ``detail:``; their ``each``, fields, follow rules, pagination and sub-tabs), so a
     bad selector is reported in the same run as the structural errors, not after they
@@ -1235,7 +1236,16 @@ def check_raw(doc: Document) -> list[SpecProblem]:
     problem, said once, not again here."""
     checker = _Checker(cast(JobSpec, None), doc)  # the raw checks never read the model
     data = doc.data if isinstance(doc.data, dict) else {}
-    checker.places(data.get("start_urls"), data.get("allowed_domains"))
+    urls = data.get("start_urls")
+    checker.places(urls, data.get("allowed_domains"))
+    for i, url in enumerate(urls if isinstance(urls, list) else ()):
+        if isinstance(url, str):
+            checker.url_secrets(("start_urls", i), url, "start URL")  # a literal credential
+    headers = data.get("headers")
+    if isinstance(headers, dict) and all(
+        isinstance(k, str) and isinstance(v, str) for k, v in headers.items()
+    ):
+        checker.headers(("headers",), headers, resolved=True)
     settings = data.get("settings")
     if isinstance(settings, dict):  # names that are not text: the models say so
         checker.settings({k: v for k, v in settings.items() if isinstance(k, str)})
