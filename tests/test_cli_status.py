@@ -158,6 +158,13 @@ def test_requeue_filters_print_the_count_and_log_an_event(
         "url_contains": "case/2",
     }
     assert run(["requeue", "cases", "--kind", "list"], capsys)[1] == "requeued 1 rows\n"
+    # a misspelt kind is a bad call, not "requeued 0 rows"; nothing is logged for it
+    code, out, err = run(["requeue", "cases", "--kind", "detial"], capsys)
+    assert (code, out) == (2, "")
+    assert "--kind 'detial': the workspace has no row of that kind" in err
+    assert "expected one of: detail, list" in err
+    with Workspace.open(ws_path, readonly=True) as ws:
+        assert len([e for e in ws.events if e["event"] == "requeued"]) == 4
 
 
 HOLDER = textwrap.dedent(

@@ -21,7 +21,7 @@ import click
 
 from framework.cli.status import open_job_workspace, recorded_max_attempts
 from framework.cli.target import workspace_target
-from framework.errors import WorkspaceError
+from framework.errors import UsageError, WorkspaceError
 from framework.project import find_root
 from framework.workspace import RequeueFilter, deferrals, utc_now
 from framework.workspace.workspace import STATE_FILE
@@ -63,6 +63,13 @@ def requeue(
     if isinstance(target, Path):
         refuse_foreign_state(target / STATE_FILE)
     with open_job_workspace(job, workspace, readonly=False) as ws, ws.lock("crawl"):
+        if kind is not None:
+            kinds = sorted(ws.store.row_counts())
+            if kind not in kinds:  # a misspelt kind would requeue nothing, silently
+                raise UsageError(
+                    f"--kind {kind!r}: the workspace has no row of that kind; expected "
+                    f"one of: {', '.join(kinds) or '(none: nothing crawled yet)'}"
+                )
         max_attempts = recorded_max_attempts(ws)
         count = ws.store.requeue(which, max_attempts)
         ws.events.append(
