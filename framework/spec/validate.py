@@ -1224,16 +1224,15 @@ def _reach(start: str, edges: dict[str, set[str]]) -> set[str]:
 
 
 def check_raw(doc: Document) -> list[SpecProblem]:
-    """The selectors, regexes and JSON paths of a spec whose shape the models refused.
+    """What can be checked of a spec whose shape the models refused.
 
     Without a model there is no meaning to check across keys, but the start URLs (and
     credentials in them), allowed domains, job-level headers and settings are where they
-    are, and each expression is where the
-    models would have put it (page kinds under ``pages:``, ``list:`` and
-    ``detail:``; their ``each``, fields, follow rules, pagination and sub-tabs), so a
-    bad selector is reported in the same run as the structural errors, not after they
-    are fixed. Only the raw data is read: a value of the wrong shape is the models'
-    problem, said once, not again here."""
+    are, and each expression is where the models would have put it (page kinds under
+    ``pages:``, ``list:`` and ``detail:``; their ``each``, fields, follow rules,
+    pagination and sub-tabs), so a bad selector is reported in the same run as the
+    structural errors, not after they are fixed. Only the raw data is read: a value of
+    the wrong shape is the models' problem, said once, not again here."""
     checker = _Checker(cast(JobSpec, None), doc)  # the raw checks never read the model
     data = doc.data if isinstance(doc.data, dict) else {}
     urls = data.get("start_urls")
