@@ -508,20 +508,15 @@ class _Writer:
         sub-tab rule that no longer reaches them. They stay as they are (their items
         too: nothing is deleted); pending ones would still be fetched by the next crawl.
         Pages of kinds left unread may link them still: their rows are not judged."""
-        if not self.read_ok:
-            return {"rows": 0}
         by_status: dict[str, int] = {}
         examples: list[str] = []
-        for link in ws.store.iter_links(self.read_ok):
+        for link in ws.store.iter_links(self.read_ok) if self.read_ok else ():
             if hash(_identity(link.kind, link.method, link.url, link.body)) in self.linked:
                 continue
             by_status[link.status.value] = by_status.get(link.status.value, 0) + 1
             if len(examples) < UNLINKED_EXAMPLES:
                 examples.append(link.url)
-        total = sum(by_status.values())
-        return (
-            {"rows": total, "by_status": by_status, "examples": examples} if total else {"rows": 0}
-        )
+        return {"rows": sum(by_status.values()), "by_status": by_status, "examples": examples}
 
     def next_pass(self) -> list[int]:
         """The rows to read again, after a pass is committed: those dropped as stale and

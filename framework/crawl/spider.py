@@ -302,8 +302,8 @@ class JobSpider(scrapy.Spider):
         if kind in self.compiled.subtabs:
             yield mask({"tab": kind, "value": self.compiled.subtabs[kind].parse(response)})
             return
+        known = ", ".join([*self.compiled.kinds, *self.compiled.subtabs])
         if kind not in self.compiled.kinds:
-            known = ", ".join([*self.compiled.kinds, *self.compiled.subtabs])
             raise UsageError(f"{self.name} has no page kind {kind!r} (kinds: {known})")
         page = int(response.meta.get("fw_page", 1))
         compiled = self.compiled.kinds[kind]
@@ -317,7 +317,7 @@ class JobSpider(scrapy.Spider):
                 shown(response.url),
                 kind,
                 f": each ({getattr(each, 'label', each)}) matched nothing" if each else "",
-                ", ".join([*self.compiled.kinds, *self.compiled.subtabs]),
+                known,
             )
         for record in result.records:
             if not record.valid:

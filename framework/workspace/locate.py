@@ -20,6 +20,14 @@ def is_database_url(target: str | Path) -> bool:
     return isinstance(target, str) and target.startswith(PG_SCHEMES)
 
 
+def no_workspace(path: str | Path, state: str = STATE_FILE) -> WorkspaceError:
+    """The error for a workspace that does not exist yet, saying what makes one."""
+    return WorkspaceError(
+        f"no workspace at {path} (no {state}): nothing was crawled into it yet; "
+        "`framework crawl JOB` makes it"
+    )
+
+
 def open_store(target: str | Path, *, readonly: bool = False, create: bool = True) -> Any:
     """A :class:`~framework.workspace.store.Store` on ``target``: a PostgreSQL URL, a
     workspace folder, or a ``state.sqlite`` file. ``create`` makes a missing folder and
@@ -35,14 +43,11 @@ def open_store(target: str | Path, *, readonly: bool = False, create: bool = Tru
     state = path if path.suffix == ".sqlite" else path / STATE_FILE
     if not state.is_file():
         if readonly or not create:
-            raise WorkspaceError(
-                f"no workspace at {path} (no {state.name}): nothing was crawled into it yet;"
-                " `framework crawl JOB` makes it"
-            )
+            raise no_workspace(path, state.name)
         if state.parent.exists() and not state.parent.is_dir():
             raise WorkspaceError(f"{state.parent} exists and is not a folder")
         state.parent.mkdir(parents=True, exist_ok=True)
     return SqliteStore.open(state, readonly=readonly)
 
 
-__all__ = ["PG_SCHEMES", "is_database_url", "open_store"]
+__all__ = ["PG_SCHEMES", "is_database_url", "no_workspace", "open_store"]

@@ -246,7 +246,9 @@ def _reparse_summary(event: dict[str, Any] | None) -> dict[str, Any] | None:
         "duration_s": duration if _number(duration) else None,
         "counts": counts if isinstance(counts, dict) else {},
         # rows the pages it read no longer link (framework/crawl/reparse.py)
-        "unlinked": unlinked if isinstance(unlinked, dict) else None,
+        "unlinked": unlinked
+        if isinstance(unlinked, dict) and isinstance(unlinked.get("rows"), int)
+        else None,
     }
 
 

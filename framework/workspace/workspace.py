@@ -19,7 +19,7 @@ from typing import Any, NoReturn
 
 from framework.errors import LockHeld, WorkspaceError
 from framework.workspace.jsonl import JsonlLog
-from framework.workspace.locate import is_database_url
+from framework.workspace.locate import is_database_url, no_workspace
 from framework.workspace.sqlite import SqliteStore, utc_now
 from framework.workspace.sqlite_base import READ_WITH_META, workspace_fault
 
@@ -68,10 +68,7 @@ class Workspace:
         state = folder / STATE_FILE
         if readonly or not create:
             if not state.is_file():
-                raise WorkspaceError(
-                    f"no workspace at {folder} (no {STATE_FILE}): nothing was crawled into "
-                    "it yet; `framework crawl JOB` makes it"
-                )
+                raise no_workspace(folder)
         else:
             if folder.exists() and not folder.is_dir():
                 raise WorkspaceError(f"{folder} exists and is not a folder")
