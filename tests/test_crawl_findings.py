@@ -4,6 +4,7 @@ storing responses can be turned off and has a budget."""
 
 from __future__ import annotations
 
+import json
 import logging
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ from framework.workspace import Workspace
 from tests.fixtures.crawl import events
 
 EXIT_OK, EXIT_USAGE, EXIT_HALTED = 0, 2, 4
+JOB_API = "fixture-api"
 
 
 class Recorder:
@@ -88,6 +90,42 @@ def test_empty_fields_and_kinds_at_the_end_with_fill_counts() -> None:
     }
 
 
+def test_a_follow_rule_that_never_finds_a_link_is_said_at_the_end(caplog) -> None:
+    rec = Recorder()
+    found = Findings(rec, logging.getLogger("test.findings"))
+    page = {"emits": False, "each": True, "values": [{}], "dropped": 0, "end_of_pages": False}
+    with caplog.at_level(logging.WARNING, "test.findings"):
+        found.page("list", "l1", **page, follows={"detail": 0, "court": 2})
+        found.page("list", "l2", **page, follows={"detail": 0, "court": 0})
+        found.page("list", "l3", **page)  # read no rule (past max_depth): not counted
+        found.page("courts", "c1", **page, follows={"detail": 0})
+        found.page("courts", "c2", **page, follows={"detail": 1})
+        found.finish([])
+    assert rec.events == [
+        {
+            "event": "found_nothing",
+            "what": "follow_empty",
+            "kind": "list",
+            "detail": "to detail",
+            "count": 2,
+            "examples": ["l1", "l2", "l3"],
+        }
+    ]
+    assert found.warnings() == [
+        {
+            "what": "follow_empty",
+            "kind": "list",
+            "detail": "to detail",
+            "count": 2,
+            "examples": ["l1", "l2", "l3"],
+        }
+    ]
+    (line,) = caplog.messages
+    assert line == (
+        "`follow` of list to detail found no link on any page this run (2 pages), e.g. at l1"
+    )
+
+
 # ------------------------------------------------------------------ through the CLI
 def _api_spec(good_spec, site_url: str, root: Path, *, each: str, extra: str = "") -> Path:
     spec = good_spec("api", site_url, root)
@@ -111,6 +149,16 @@ def test_a_crawl_that_extracts_nothing_exits_4_unless_expected(
     assert finished["exit_code"] == EXIT_HALTED
     assert finished["nothing_extracted"] is True
     assert [w["what"] for w in finished["warnings"]] == ["each_empty", "kind_empty"]
+    # status agrees with the crawl: not "done (exit 0)"
+    status = crawl_cli("status", JOB_API, "--workspace", str(ws), "--json")
+    report = json.loads(status.stdout)
+    assert (report["state"], report["exit_code"], report["done"]) == (
+        "extracted_nothing",
+        EXIT_HALTED,
+        False,
+    )
+    status = crawl_cli("status", JOB_API, "--workspace", str(ws))
+    assert status.stdout.startswith(f"job {JOB_API}: extracted nothing: every page read")
 
     expected = _api_spec(
         good_spec, site.url, tmp_path / "b", each="$.rows[*]", extra="expect_empty: true\n"
@@ -118,6 +166,8 @@ def test_a_crawl_that_extracts_nothing_exits_4_unless_expected(
     r = crawl_cli("crawl", str(expected), "--workspace", str(tmp_path / "ws2"), "-q")
     assert r.returncode == EXIT_OK, r.stderr[-3000:]
     assert "`each` of list matched nothing" in r.stderr  # still said
+    status = crawl_cli("status", JOB_API, "--workspace", str(tmp_path / "ws2"), "--json")
+    assert json.loads(status.stdout)["state"] == "done"
 
 
 def test_responses_not_stored_when_turned_off_and_reparse_says_so(
@@ -173,3 +223,37 @@ def test_past_the_budget_storing_stops_and_says_so_once(
         ok = sum(n.get("ok", 0) for n in w.store.row_counts().values())
     assert stored == 1  # 105 bytes of budget: the first page reaches it
     assert ok > 1
+
+
+def test_a_follow_that_matches_nothing_is_a_warning_and_status_shows_it(
+    site, good_spec, tmp_path, crawl_cli
+) -> None:
+    spec = good_spec("cases", site.url, tmp_path)
+    good = spec.read_text()
+    spec.write_text(good.replace("a.detail::attr(href)", "a.detial::attr(href)"))
+    ws = tmp_path / "ws"
+    r = crawl_cli("crawl", str(spec), "--workspace", str(ws), "-q")
+    assert r.returncode == EXIT_HALTED, r.stderr[-3000:]
+    lists = len(site.truth.list_urls())
+    assert (
+        f"`follow` of list to detail found no link on any page this run ({lists} pages)" in r.stderr
+    )
+    finished = events(ws)[-1]
+    assert [(w["what"], w.get("detail"), w["count"]) for w in finished["warnings"]] == [
+        ("follow_empty", "to detail", lists)
+    ]
+    status = crawl_cli("status", "fixture-cases", "--workspace", str(ws))
+    assert f"follow_empty list (to detail): {lists}x, e.g. {site.url}/cases" in status.stdout
+
+    # fixed, and fetched again from the start: no warning, and a --fresh run is not
+    # told to reparse the pages it fetches anyway
+    spec.write_text(good)
+    r = crawl_cli("crawl", str(spec), "--workspace", str(ws), "--fresh")
+    # the site's broken pages are rows in error: exit 4, with items stored
+    assert r.returncode == EXIT_HALTED, r.stderr[-3000:]
+    assert "found no link" not in r.stderr
+    assert "spec changed since the last run" in r.stderr
+    assert "framework reparse" not in r.stderr
+    finished = events(ws)[-1]
+    assert finished["counts"]["items_new"] == 70
+    assert "follow_empty" not in [w["what"] for w in finished["warnings"]]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -95,13 +96,54 @@ def test_a_list_page_whose_each_matches_nothing_says_which(site, project):
     text = spec.read_text(encoding="utf-8")
     spec.write_text(text.replace('"table.cases tbody tr"', '"table.results tr"'), encoding="utf-8")
     r = _preview(project, "--json")
-    assert r.returncode == 0, r.stderr  # a list row has no required field
+    # nothing found on the page is a failed check, as a missing required field is
+    assert r.returncode == 1, r.stderr
     report = _json(r)
     assert (report["records"], report["follow"]) == ([], [])
     assert report["each"] == "table.results tr"
+    assert (report["matched"], report["each_empty"]) == (0, True)
     r = _preview(project)
+    assert r.returncode == 1, r.stderr
     assert "no records on this page: each (table.results tr) matched nothing" in r.stdout
     assert "(--kind K reads it as another kind: detail, detail.rulings" in r.stdout
+
+
+def test_a_list_kind_with_no_fields_says_what_each_matched(site, project):
+    # its rows keep no record (nothing to carry), yet its links come from them: not
+    # "matched nothing"
+    spec = project / "projects" / JOB / "job.yaml"
+    text = spec.read_text(encoding="utf-8")
+    fields = re.search(r"  fields:\n    status: .*\n", text)
+    assert fields is not None
+    spec.write_text(text.replace(fields.group(0), "", 1), encoding="utf-8")
+    r = _preview(project, "--json")
+    assert r.returncode == 0, r.stderr
+    report = _json(r)
+    n = len(report["follow"])
+    assert n > 1
+    assert (report["records"], report["matched"], report["each_empty"]) == ([], n, False)
+    r = _preview(project)
+    assert r.returncode == 0, r.stderr
+    assert f"each (table.cases tbody tr) matched {n}; the kind has no fields" in r.stdout
+    assert "no records" not in r.stdout
+    assert "--kind K" not in r.stdout
+    r = _scrapy(project, "parse", "--spider", JOB, "--nocolour", f"{site.url}/cases")
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert f"<GET {site.truth.detail_urls()[0]}>" in r.stdout
+    assert "no records at" not in r.stderr
+
+
+def test_a_follow_that_finds_no_link_on_the_page_is_said(site, project):
+    spec = project / "projects" / JOB / "job.yaml"
+    text = spec.read_text(encoding="utf-8")
+    spec.write_text(text.replace("a.detail::attr(href)", "a.detial::attr(href)"), encoding="utf-8")
+    r = _preview(project, "--json")
+    assert r.returncode == 0, r.stderr  # a page may lack a rule's links: said, not failed
+    report = _json(r)
+    assert (report["follow"], report["follow_empty"]) == ([], ["detail"])
+    assert report["matched"] == len(report["records"]) > 1
+    r = _preview(project)
+    assert "! follow to detail: no link found on this page" in r.stdout
 
 
 def test_a_missing_required_field_exits_1_and_says_which(site, project):

@@ -46,8 +46,8 @@ def preview(
     means the layout changed), what came out empty, failed its type or broke a rule,
     and the links, next pages and sub-tab requests the page would make.
 
-    Writes nothing to the workspace. Exit 0; 1 when a required field is missing or
-    the page cannot be read; 2 on a bad call."""
+    Writes nothing to the workspace. Exit 0; 1 when a required field is missing,
+    the kind's `each` matched nothing or the page cannot be read; 2 on a bad call."""
     from framework.cli.crawl import _setting
     from framework.crawl import preview as pv
     from framework.crawl.secrets import Secrets
@@ -74,10 +74,10 @@ def preview(
         click.echo(json.dumps(report.as_dict(), ensure_ascii=False, indent=2, default=str))
     else:
         click.echo(render(report))
-        if not report.records and report.tab_value is None and not report.error:
+        if not report.matched and report.tab_value is None and not report.error:
             others = [k for k in pv.kinds_of(spec) if k != kind]
             click.echo(f"(--kind K reads it as another kind: {', '.join(others)})")
-    return 1 if report.missing_required or report.error else 0
+    return 1 if report.missing_required or report.error or report.each_empty else 0
 
 
 def _resolved(secrets: Any, url: str) -> str:
@@ -120,8 +120,13 @@ def render(report: Any) -> str:
             body = f"  body {tab['body']}" if tab["body"] else ""
             lines.append(f"  -> {tab['method']} {tab['url']}  ({tab['kind']}){body}")
     if not report.records and report.tab_value is None and not report.error:
-        found = f": each ({report.each}) matched nothing" if report.each else ""
-        lines.append(f"no records on this page{found}")
+        if not report.matched:
+            found = f": each ({report.each}) matched nothing" if report.each else ""
+            lines.append(f"no records on this page{found}")
+        else:  # a kind with no fields: its records only lead on
+            lines.append(f"each ({report.each}) matched {report.matched}; the kind has no fields")
+    for to in report.follow_empty:
+        lines.append(f"! follow to {to}: no link found on this page")
     if report.follow:
         lines.append(f"links to follow ({len(report.follow)}):")
         lines.extend(f"  -> {link['url']}  ({link['kind']})" for link in report.follow)

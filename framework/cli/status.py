@@ -82,6 +82,8 @@ STATES = {
     "needs_attention": "needs attention: {exhausted} rows in error (exit 4: see below, "
     "then requeue or fix the spec)",
     "halted": "halted by the last run (exit 4: a human must look)",
+    "extracted_nothing": "extracted nothing: every page read, no item stored (exit 4: see "
+    "the warnings below; `expect_empty: true` in the spec if that is right)",
     "broken": "BROKEN: the workspace lost committed rows (exit 4)",
 }
 

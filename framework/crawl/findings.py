@@ -15,7 +15,11 @@ field, how many of them hold a value, and notes the ways a spec can come back em
 ``kind_empty``
     a kind that emits records, whose pages this run gave none (at the end);
 ``field_empty``
-    a field empty in every record of its kind this run (at the end).
+    a field empty in every record of its kind this run (at the end);
+``follow_empty``
+    a ``follow`` rule (of a kind, to a kind) that found no link on any page of its
+    kind read this run (at the end): a wrong link selector or pattern, or a sitemap
+    that lists nothing, would otherwise end the crawl at its first pages in silence.
 
 A 100,000-page crawl must not write 100,000 warnings: each finding (its name, kind
 and field) is logged and recorded as one event the first time, then only counted; the
@@ -71,6 +75,9 @@ class _KindFill:
     fields: Counter[str] = field(default_factory=Counter)
     seen: set[str] = field(default_factory=set)  # every field name met
     urls: list[str] = field(default_factory=list)  # first pages read, as examples
+    # per follow target: pages that read a rule to it, and the links those found
+    follow_pages: Counter[str] = field(default_factory=Counter)
+    follow_links: Counter[str] = field(default_factory=Counter)
 
 
 _MESSAGES = {
@@ -79,6 +86,7 @@ _MESSAGES = {
     "page_all_dropped": "every record of a {kind} page was dropped (missing required fields)",
     "kind_empty": "{kind} pages gave no records this run",
     "field_empty": "field {field!r} of {kind} is empty in every record this run",
+    "follow_empty": "`follow` of {kind} {detail} found no link on any page this run",
 }
 
 
@@ -100,12 +108,17 @@ class Findings:
         values: Iterable[Mapping[str, Any]],
         dropped: int,
         end_of_pages: bool,
+        follows: Mapping[str, int] | None = None,
     ) -> None:
         """One page of ``kind`` read: the values of the records it kept (the items of
         an emitting kind) and how many it dropped. ``end_of_pages``: an empty page is
-        the expected end of its list."""
+        the expected end of its list. ``follows``: the links it found per follow
+        target, for the rules it read (``PageResult.follows``)."""
         fill = self._kinds.setdefault(kind, _KindFill())
         fill.pages += 1
+        if follows:
+            fill.follow_pages.update(follows.keys())
+            fill.follow_links.update(follows)
         fill.emits = emits
         if len(fill.urls) < EXAMPLES_MAX:
             fill.urls.append(url)
@@ -152,7 +165,13 @@ class Findings:
 
     # --------------------------------------------------------------------- end
     def finish(self, emitting: Iterable[str]) -> None:
-        """The end-of-run findings: emitting kinds that gave nothing, fields never filled."""
+        """The end-of-run findings: follow rules that found no link, emitting kinds that
+        gave nothing, fields never filled."""
+        for kind, read in sorted(self._kinds.items()):
+            for to in sorted(read.follow_pages):
+                if read.follow_links[to] == 0:
+                    pages = read.follow_pages[to]
+                    self._announce("follow_empty", kind, None, pages, read.urls, f"to {to}")
         for kind in emitting:
             fill = self._kinds.get(kind)
             if fill is None or not fill.pages:
@@ -164,14 +183,23 @@ class Findings:
                 if fill.fields[name] == 0:
                     self._announce("field_empty", kind, name, fill.records, fill.urls)
 
-    def _announce(self, what: str, kind: str, fld: str | None, count: int, urls: list[str]) -> None:
-        # count: the pages (kind_empty) or records (field_empty) that gave nothing
-        self._found[(what, kind, fld, None)] = Finding(what, kind, fld, None, count, list(urls))
+    def _announce(
+        self,
+        what: str,
+        kind: str,
+        fld: str | None,
+        count: int,
+        urls: list[str],
+        detail: str | None = None,
+    ) -> None:
+        # count: the pages (kind_empty, follow_empty) or records (field_empty) that
+        # gave nothing
+        self._found[(what, kind, fld, detail)] = Finding(what, kind, fld, detail, count, list(urls))
         self._log.warning(
             "%s (%d %s), e.g. at %s",
-            _MESSAGES[what].format(kind=kind, field=fld, detail=None),
+            _MESSAGES[what].format(kind=kind, field=fld, detail=detail),
             count,
-            "pages" if what == "kind_empty" else "records",
+            ("record" if what == "field_empty" else "page") + ("" if count == 1 else "s"),
             redact_url(urls[0]),
         )
         self._event(
@@ -179,6 +207,7 @@ class Findings:
             what=what,
             kind=kind,
             **({"field": fld} if fld is not None else {}),
+            **({"detail": detail} if detail is not None else {}),
             count=count,
             examples=list(urls),
         )

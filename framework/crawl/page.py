@@ -165,6 +165,13 @@ class PageResult:
     links: list[Link] = field(default_factory=list)
     next_pages: list[Link] = field(default_factory=list)
     forms: list[Submission] = field(default_factory=list)  # form requests (forms.py)
+    # links found per follow target, for the rules this page read (a rule past its
+    # max_depth, or per record on a page with no record, was not): found-nothing
+    # warnings tell a rule that never finds a link (framework/crawl/findings.py)
+    follows: dict[str, int] = field(default_factory=dict)
+    # what `each` matched (1 for a page that is one record): a kind with no fields
+    # keeps no record of them, yet its links come from them
+    matched: int = 0
 
 
 _ALL_LINKS = compile_css("a::attr(href)")
@@ -194,9 +201,13 @@ class _CompiledFollow:
             return False
         return not any(d.search(url) for d in self.deny)
 
+    def reads(self, depth: int) -> bool:
+        """Whether a page at ``depth`` is read for this rule's links at all."""
+        return self.max_depth is None or depth < self.max_depth
+
     def urls(self, sel: Selector, base: str, depth: int = 0) -> list[str]:
         out: list[str] = []
-        if self.max_depth is not None and depth >= self.max_depth:
+        if not self.reads(depth):
             return out  # not even read: a deep page's links cost nothing
         for href in _values(sel, self.xp, "follow"):
             href = href.strip()
@@ -208,6 +219,11 @@ class _CompiledFollow:
             if self.guard.admit(url):
                 out.append(url)
         return out
+
+
+def _tally(follows: dict[str, int], rule: _CompiledFollow, depth: int, found: int) -> None:
+    if rule.reads(depth):
+        follows[rule.to] = follows.get(rule.to, 0) + found
 
 
 class CompiledSubtab:
@@ -374,10 +390,15 @@ class CompiledKind:
     def _sitemap(self, response: Response, carry: Mapping[str, Any], depth: int) -> PageResult:
         assert self.sitemap is not None
         found = self.sitemap.links(response, depth, self.guard.max_body)
+        follows = dict.fromkeys((rule.to for rule in self.follow), 0)
+        for f in found:
+            if not f.nested:  # a nested sitemap is no page of a rule's kind
+                follows[f.kind] = follows.get(f.kind, 0) + 1
         return PageResult(
             links=[
                 Link(f.kind, f.url, dict(carry), depth if f.nested else depth + 1) for f in found
-            ]
+            ],
+            follows=follows,
         )
 
     def _parse(
@@ -407,6 +428,7 @@ class CompiledKind:
                 ]
             else:
                 scopes = [Scope(url=base, selector=sel, page_text=page_text)]
+        result.matched = len(scopes)
         # records that are elements have their own links; data records do not
         per_record_follow = isinstance(self.spec.each, str) and not self.is_json
         for scope in scopes:
@@ -415,11 +437,15 @@ class CompiledKind:
                 result.records.append(record)
             if per_record_follow and scope.selector is not None:
                 for rule in self.follow:
-                    for url in rule.urls(scope.selector, base, depth):
+                    urls = rule.urls(scope.selector, base, depth)
+                    _tally(result.follows, rule, depth, len(urls))
+                    for url in urls:
                         result.links.append(Link(rule.to, url, dict(record.all_values), depth + 1))
         if not per_record_follow and sel is not None:
             for rule in self.follow:
-                for url in rule.urls(sel, base, depth):
+                urls = rule.urls(sel, base, depth)
+                _tally(result.follows, rule, depth, len(urls))
+                for url in urls:
                     result.links.append(Link(rule.to, url, dict(carry), depth + 1))
         result.next_pages = self._next(response, sel, doc, len(scopes), carry, page_no)
         for link in result.next_pages:  # a next page is as deep as its list

@@ -77,10 +77,18 @@ class Preview:
     refused: dict[str, int] = field(default_factory=dict)
     tab_value: Any = None  # a sub-tab kind's value
     each: str | None = None  # the kind's `each` (what finds its records), when it has one
+    matched: int = 0  # what `each` matched (a kind with no fields keeps no record of them)
+    # the kinds a follow rule read on this page leads to but found no link to
+    follow_empty: list[str] = field(default_factory=list)
 
     @property
     def missing_required(self) -> bool:
         return any(r.missing for r in self.records)
+
+    @property
+    def each_empty(self) -> bool:
+        """The kind's ``each`` matched nothing on a page that could be read."""
+        return self.each is not None and not self.matched and not self.error
 
     def as_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -89,6 +97,7 @@ class Preview:
             for f, t in zip(rec["fields"], traced.fields, strict=True):
                 f["fallback"] = t.fallback
         out["missing_required"] = self.missing_required
+        out["each_empty"] = self.each_empty
         return out
 
 
@@ -184,6 +193,8 @@ def explain(
                 + ", ".join(record.missing)
                 + ": the crawl records this page as a validation error"
             )
+    report.matched = result.matched
+    report.follow_empty = sorted(to for to, n in result.follows.items() if not n)
     report.follow = [{"kind": link.kind, "url": link.url} for link in result.links]
     report.next = [{"kind": link.kind, "url": link.url} for link in result.next_pages]
     report.forms = [

@@ -476,13 +476,18 @@ class CrawlRuntime:
             # announced before it is recorded: a crash in between announces it twice,
             # never not at all
             self.event("spec_changed", spec_hash=self.spec_hash, previous=previous)
-            logger.warning(
-                "the spec changed since the last run: pages already fetched keep what the "
-                "old spec extracted; `framework reparse %s` re-extracts the stored pages "
-                "without fetching, `framework crawl --fresh %s` fetches everything again",
-                self.spec.name,
-                self.spec.name,
-            )
+            if self.fresh:  # every page is fetched again with it: nothing to advise
+                logger.info(
+                    "the spec changed since the last run; this --fresh run reads every page with it"
+                )
+            else:
+                logger.warning(
+                    "the spec changed since the last run: pages already fetched keep what the "
+                    "old spec extracted; `framework reparse %s` re-extracts the stored pages "
+                    "without fetching, `framework crawl --fresh %s` fetches everything again",
+                    self.spec.name,
+                    self.spec.name,
+                )
         self.ws.record_spec(self.spec_hash)
         # before any page is read: `framework reparse` then knows these kinds' stored
         # pages may have been read with this spec (framework/crawl/fingerprint.py)
@@ -836,6 +841,7 @@ class CrawlRuntime:
             dropped=sum(1 for r in result.records if not r.valid),
             # "until empty" pagination ends on an empty page: that one is expected
             end_of_pages=pg is not None and pg.stop.empty and page > 1,
+            follows=result.follows,
         )
         if kind.spec.emits and self.drift.watching(row.kind):
             for values in kept:

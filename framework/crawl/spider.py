@@ -309,7 +309,7 @@ class JobSpider(scrapy.Spider):
         compiled = self.compiled.kinds[kind]
         result = compiled.parse(response, response.meta.get("fw_carry", {}), page)
         each = compiled.spec.each
-        if not result.records and (each is not None or compiled.spec.emits):
+        if not result.matched and (each is not None or compiled.spec.emits):
             # said as `framework preview` says it: Scrapy's own output is two empty lists
             # (a kind that only links on, with neither, has no record to find)
             logger.warning(

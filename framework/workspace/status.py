@@ -144,8 +144,10 @@ def build_status(
 def _verdict(r: dict[str, Any]) -> tuple[str, int]:
     """The workspace's state and the exit code the crawl gave (or would give) for it:
     ``done`` 0, ``unfinished`` / ``not_started`` 3, ``needs_attention`` (rows in error),
-    ``halted`` (the last run stopped for a human: breaker, full disk) and ``broken``
-    (lost or damaged state) 4."""
+    ``halted`` (the last run stopped for a human: breaker, full disk),
+    ``extracted_nothing`` (every row read, no item stored, and the last crawl or
+    reparse said so: the spec did not say ``expect_empty``) and ``broken`` (lost or
+    damaged state) 4."""
     run = r["last_run"]
     if not r["integrity"]["whole"]:
         return "broken", 4
@@ -158,6 +160,8 @@ def _verdict(r: dict[str, Any]) -> tuple[str, int]:
         return "unfinished", 3
     if r["queue"]["exhausted"]:
         return "needs_attention", 4
+    if not r["items"]["total"] and (r.get("found_nothing") or {}).get("nothing_extracted"):
+        return "extracted_nothing", 4  # what the crawl exits with again (runtime.py)
     return "done", 0
 
 
