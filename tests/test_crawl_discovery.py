@@ -387,3 +387,26 @@ def test_the_sitemap_template_crawls_a_shop(sitemap_site, tmp_path):
     told = [x for x in r.stderr.splitlines() if "matched a follow rule of 'sitemaps'" in x]
     assert len(told) == 1, told
     assert "/sitemaps/books-" in told[0]
+
+
+@pytest.mark.parametrize(
+    ("body", "detail"),
+    [
+        (b"<!doctype html>\n<html><body><h1>Home</h1></body></html>", "no element could be read"),
+        (b"User-agent: *\nDisallow:\n", "no element could be read"),
+        (b"", "no element found"),
+    ],
+)
+def test_a_page_that_is_no_xml_document_says_why_it_is_not_a_sitemap(body, detail):
+    from framework.crawl.discovery import SitemapError, _open
+
+    with pytest.raises(SitemapError) as got:
+        _open(body)
+    assert str(got.value).startswith(f"not a sitemap (no XML document): {detail}")
+
+
+def test_an_xml_document_of_another_root_is_not_a_sitemap():
+    from framework.crawl.discovery import SitemapError, _open
+
+    with pytest.raises(SitemapError, match=r"the root element is <html>, expected <urlset>"):
+        _open(b"<html></html>")

@@ -172,7 +172,9 @@ def _open(body: bytes) -> Sitemap:
     try:
         doc = Sitemap(body)
     except (etree.LxmlError, StopIteration, ValueError) as exc:
-        raise SitemapError(f"not a sitemap (no XML document): {exc or 'empty body'}") from None
+        # StopIteration has no message (an HTML page, plain text): say what it means
+        detail = str(exc) or "no element could be read"
+        raise SitemapError(f"not a sitemap (no XML document): {detail}") from None
     if doc.type not in ("urlset", "sitemapindex"):
         raise SitemapError(
             f"not a sitemap: the root element is <{doc.type}>, expected <urlset> or <sitemapindex>"
