@@ -85,3 +85,30 @@ def test_success_words() -> None:
 )
 def test_anything_but_the_contracts_answer_is_no_success(status: int, body: object) -> None:
     assert contract_outcome(status, body, "a:1", "h") is None
+
+
+def test_a_network_failure_is_told_by_its_innermost_cause() -> None:
+    """requests wraps urllib3 wraps the socket's error, each wrapper's text first: cut
+    at 200 characters, "Connection refused" was lost from the ship log's detail."""
+    import errno
+    import socket
+
+    from framework_ship.client import _short
+
+    with socket.socket() as s:  # a port nothing listens on: bound, never listening
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+        with pytest.raises(requests.exceptions.ConnectionError) as refused:
+            requests.post(f"http://127.0.0.1:{port}/v1/items/batch" + "/x" * 80, timeout=5)
+    assert _short(refused.value) == (
+        f"ConnectionError: [Errno {errno.ECONNREFUSED}] Connection refused"
+    )
+    with socket.socket() as s:  # listens, never answers
+        s.bind(("127.0.0.1", 0))
+        s.listen(1)
+        port = s.getsockname()[1]
+        with pytest.raises(requests.exceptions.ReadTimeout) as silent:
+            requests.post(f"http://127.0.0.1:{port}/v1/items", timeout=0.2)
+    assert _short(silent.value) == "ReadTimeout: timed out"
+    # an error with no cause is told as it is, within 200 characters
+    assert _short(ValueError("x" * 500)) == "ValueError: " + "x" * 188

@@ -498,6 +498,9 @@ def test_a_proxy_page_forever_is_exit_3_and_the_item_ships_next_run(
     with pytest.raises(Checkpoint, match="1 items failed after retries") as caught:
         ship(ws, fault_endpoint, fake)
     assert caught.value.exit_code == EXIT_CHECKPOINT
+    # why, in the one line the CLI prints: the last failed attempt
+    assert "(last error: bad_response: HTTP 200: a 200 answer that is not" in str(caught.value)
+    assert "proxy says hi" in str(caught.value)
     assert [a[2:] for a in attempts_of(ws, "test:000000")] == [("error", "bad_response")] * 4
     assert "proxy says hi" in log_lines(ws)[0]["detail"]
     assert fault_endpoint.rows == {"test:000001": fault_endpoint.rows["test:000001"]}

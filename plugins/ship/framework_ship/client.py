@@ -378,7 +378,29 @@ def _read_environment_once(session: requests.Session, url: str) -> None:
 
 
 def _short(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {exc}"[:200]
+    """The failure in at most 200 characters, by its innermost cause: requests wraps
+    urllib3, which wraps the socket's error, and each wrapper's text (pool, host, URL:
+    the log line has the route) comes first; cut at 200, the part that said what
+    happened (refused, name unknown, timed out) was lost."""
+    cause = _root_cause(exc)
+    shown = cause if cause is not exc and str(cause) else exc
+    return f"{type(exc).__name__}: {shown}"[:200]
+
+
+def _root_cause(exc: BaseException) -> BaseException:
+    """The innermost error behind ``exc``: urllib3's ``reason``, then the explicit or
+    implicit cause, as deep as they go (a few levels; a cycle ends the walk)."""
+    seen = {id(exc)}
+    while True:
+        inner = getattr(exc, "reason", None)
+        if not isinstance(inner, BaseException):
+            inner = next((a for a in exc.args if isinstance(a, BaseException)), None)
+        if inner is None:
+            inner = exc.__cause__ or exc.__context__
+        if inner is None or id(inner) in seen:
+            return exc
+        seen.add(id(inner))
+        exc = inner
 
 
 def _detail(body: Any, content: bytes) -> str:

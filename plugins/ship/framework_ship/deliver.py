@@ -114,6 +114,9 @@ class Deliverer:
         self.on_batch_limit = on_batch_limit
         self._mutex = threading.Lock()
         self._redelivered: set[tuple[str, str]] = set()
+        # the last failed attempt's class and detail (unmasked: the run masks what it
+        # shows): what a run whose items failed after retries says about why
+        self.last_error: str | None = None
         # One Retrying for all deliveries: tenacity keeps per-call state in the call
         # and per-thread statistics in a threading.local, so sharing it is safe.
         self._retrying = build_retrying(policy, self.sleep)
@@ -422,6 +425,12 @@ class Deliverer:
         detail: str | None = None,
     ) -> None:
         batch_id = uuid.uuid4().hex[:12] if batch else None
+        if outcome == Outcome.ERROR:
+            shown = detail if detail is not None else reply.detail
+            status = f"HTTP {reply.status}" if reply.status is not None else None
+            self.last_error = ": ".join(
+                str(p) for p in (error_class or "error", status, shown) if p is not None
+            )
         self.log.write(
             [
                 self._line(i, attempts, reply, outcome, error_class, batch_id, detail=detail)

@@ -88,14 +88,17 @@ class PgShipper(Shipper):
         self.claims.stop({"shipper": self.claims.shipper_id, **summary.as_dict()})
 
     def _finish(
-        self, summary: ShipSummary, stop_error: FrameworkError | None
+        self,
+        summary: ShipSummary,
+        stop_error: FrameworkError | None,
+        last_error: str | None = None,
     ) -> FrameworkError | None:
         if stop_error is None and summary.counts.get(FENCED, 0):
             stop_error = Checkpoint(
                 f"{summary.counts[FENCED]} deliveries fenced: another shipper took their "
                 "keys over while this one was held up; the next run decides them again"
             )
-        return super()._finish(summary, stop_error)
+        return super()._finish(summary, stop_error, last_error)
 
     def _append_event(self, record: dict[str, Any]) -> None:
         events = getattr(self.ws, "events", None)

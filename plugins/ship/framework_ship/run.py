@@ -410,7 +410,7 @@ class Shipper:
             client.close()
             log.close()
             summary.elapsed = time.monotonic() - started
-            stop_error = self._finish(summary, stop_error)
+            stop_error = self._finish(summary, stop_error, deliverer.last_error)
             if crashed is not None:
                 summary.reason = f"failed: {type(crashed).__name__}"
                 summary.exit_code = 1
@@ -423,15 +423,21 @@ class Shipper:
         return summary
 
     def _finish(
-        self, summary: ShipSummary, stop_error: FrameworkError | None
+        self,
+        summary: ShipSummary,
+        stop_error: FrameworkError | None,
+        last_error: str | None = None,
     ) -> FrameworkError | None:
         """The run's verdict: drained (None), or the error the CLI maps to 3 or 4.
 
         A rejection waits for a human whatever else happened, so a run that rejected
-        anything exits 4 (the error-rate breaker only decides when to stop early)."""
+        anything exits 4 (the error-rate breaker only decides when to stop early).
+        ``last_error``: the last failed attempt, said with items that failed."""
         if stop_error is None and summary.counts.get("error", 0):
+            why = f" (last error: {last_error})" if last_error else ""
             stop_error = Checkpoint(
-                f"{summary.counts['error']} items failed after retries; they ship again next run"
+                f"{summary.counts['error']} items failed after retries{why}; they ship "
+                f"again next run (every attempt is in {self._log_place()})"
             )
         rejected = summary.counts.get(Outcome.REJECTED, 0)
         if rejected:
