@@ -118,9 +118,38 @@ def test_list_text_and_json(root: Path, capsys: pytest.CaptureFixture[str]) -> N
     assert main(["list", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
     assert rows == [
-        {"name": "cases", "source_type": "demo", "file": "projects/cases/job.yaml"},
-        {"name": "other", "source_type": "demo", "file": "projects/other/job.yaml"},
+        {"name": "cases", "source_type": "demo", "file": "projects/cases/job.yaml", "error": None},
+        {"name": "other", "source_type": "demo", "file": "projects/other/job.yaml", "error": None},
     ]
+
+
+def test_list_says_why_a_spec_cannot_be_read(
+    root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    add_job(root, "cases")
+    broken = root / "projects" / "broken" / "job.yaml"
+    broken.parent.mkdir(parents=True)
+    broken.write_text("name: [oops\n")
+    typeless = root / "projects" / "typeless" / "job.yaml"
+    typeless.parent.mkdir(parents=True)
+    typeless.write_text("name: typeless\nsource_type: [1]\n")
+    assert main(["list"]) == 0  # an inventory, not a validation: said, not failed
+    out, err = capsys.readouterr()
+    assert [line.split() for line in out.splitlines()] == [
+        ["broken", "?", "projects/broken/job.yaml"],
+        ["cases", "demo", "projects/cases/job.yaml"],
+        ["typeless", "?", "projects/typeless/job.yaml"],
+    ]
+    assert err.splitlines() == [
+        f"broken: {broken}:2:1: YAML syntax error: expected ',' or ']', but got '<stream end>'"
+        " (while parsing a flow sequence); expected valid YAML (`framework validate` checks it)",
+        f"typeless: {typeless}: no source_type (a string) at the top level"
+        " (`framework validate` checks it)",
+    ]
+    assert main(["list", "--json"]) == 0
+    errors = {r["name"]: r["error"] for r in json.loads(capsys.readouterr().out)}
+    assert errors["cases"] is None
+    assert errors["broken"].startswith(f"{broken}:2:1: YAML syntax error")
 
 
 @pytest.mark.parametrize("template", ["list-detail", "list-detail-subtabs", "json-api"])
