@@ -188,6 +188,38 @@ def test_new_refuses_to_overwrite_and_bad_names(
     assert not (root / "projects" / "x").exists()
 
 
+def test_new_says_which_of_its_own_values_is_wrong_and_writes_nothing(
+    root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # the spec's own check named the temporary file it validated, never written
+    for args, said in [
+        (["--start-url", "ftp://x"], "--start-url 'ftp://x': expected an absolute http(s) URL"),
+        (["--start-url", "http://"], "--start-url 'http://': expected an absolute http(s) URL"),
+        (["--source-type", "Bad Type"], "--source-type 'Bad Type': expected lowercase"),
+    ]:
+        assert main(["new", "x", *args]) == 2
+        err = capsys.readouterr().err
+        assert said in err
+        assert ".job.yaml.new" not in err
+        assert not (root / "projects" / "x").exists()
+
+
+def test_new_keeps_a_start_url_with_quotes_as_it_is(
+    root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # pasted into the YAML text raw, a quote ended the string (a YAML syntax error) and
+    # could have added keys
+    from framework.spec import load_spec
+
+    url = 'http://127.0.0.1:8800/search?q="a\\b"&x=1'
+    for template in ("list-detail", "json-api"):
+        name = f"q-{template}"
+        assert main(["new", name, "--template", template, "--start-url", url]) == 0
+        spec = load_spec(root / "projects" / name / "job.yaml")
+        assert list(spec.start_urls) == [url]
+    capsys.readouterr()
+
+
 def test_new_lists_templates(root: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["new", "--list-templates"]) == 0
     names = [line.split()[0] for line in capsys.readouterr().out.splitlines()]

@@ -1,22 +1,31 @@
 """``framework new``: start a job from a template in ``templates/``.
 
 Templates are YAML specs with ``{{name}}``, ``{{source_type}}`` and ``{{start_url}}``
-placeholders. The result is validated before it is written; an existing job is never
-overwritten. A folder without a ``scrapy.cfg`` gets one, so that the ``scrapy crawl``
+placeholders, the last two inside double quotes (escaped as such: a ``"`` in a URL stays
+a character of the URL). The result is validated before it is written; an existing job
+is never overwritten. A folder without a ``scrapy.cfg`` gets one, so that the ``scrapy crawl``
 the command suggests works there too.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import click
 
-from framework.errors import UsageError
+from framework.errors import SpecError, UsageError
 from framework.project import JOB_NAME_RE, find_root
 
 _PLACEHOLDER = re.compile(r"\{\{(name|source_type|start_url)\}\}")
+
+
+def _quoted(value: str) -> str:
+    """``value`` as the inside of a YAML double-quoted scalar (JSON's escapes are
+    YAML's): a quote or backslash in it cannot end the string or add keys."""
+    return json.dumps(value, ensure_ascii=False)[1:-1]
 
 
 def template_dirs(root: Path) -> list[Path]:
@@ -86,8 +95,22 @@ def new(
     target = root / "projects" / name / "job.yaml"
     if target.exists():
         raise UsageError(f"{target} exists; not overwriting it")
+    from framework.spec.models import SOURCE_TYPE_RE
+
     st = source_type or re.sub(r"[^a-z0-9._-]", "-", name.lower())
-    values = {"name": name, "source_type": st, "start_url": start_url}
+    # the user's values, said as theirs: the spec's check would name a file never written
+    if not SOURCE_TYPE_RE.match(st):  # one made of a valid job name is valid
+        raise UsageError(
+            f"--source-type {st!r}: expected lowercase letters, digits, '.', '_' or '-' "
+            "(at most 64, starting with a letter or digit)"
+        )
+    parts = urlsplit(start_url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise UsageError(
+            f"--start-url {start_url!r}: expected an absolute http(s) URL such as "
+            "https://example.org/list"
+        )
+    values = {"name": name, "source_type": st, "start_url": _quoted(start_url)}
     text = _PLACEHOLDER.sub(
         lambda m: values[m.group(1)], templates[template].read_text(encoding="utf-8")
     )
@@ -97,7 +120,10 @@ def new(
     tmp = target.with_name(".job.yaml.new")
     try:
         tmp.write_text(text, encoding="utf-8")
-        load_spec(tmp)  # a template that does not validate is a bug: say so, write nothing
+        try:
+            load_spec(tmp)  # a template that does not validate is a bug: say so, write nothing
+        except SpecError as exc:  # where it would have been, not the temporary file
+            raise SpecError(str(exc).replace(str(tmp), f"{target} (not written)")) from None
         with target.open("x", encoding="utf-8") as out:  # "x": never overwrite, even racing
             out.write(text)
     except FileExistsError:
