@@ -204,6 +204,21 @@ def test_new_says_which_of_its_own_values_is_wrong_and_writes_nothing(
         assert not (root / "projects" / "x").exists()
 
 
+def test_a_template_that_does_not_validate_names_the_job_file_not_written(
+    root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (root / "templates").mkdir()
+    (root / "templates" / "bad.yaml").write_text(
+        'name: "{{name}}"\nsource_type: "{{source_type}}"\nstart_urls: ["{{start_url}}"]\n'
+        "list:\n  each: 5\n"
+    )
+    assert main(["new", "x", "--template", "bad"]) == 2
+    err = capsys.readouterr().err
+    assert f"{root / 'projects' / 'x' / 'job.yaml'} (not written):5:" in err
+    assert ".job.yaml.new" not in err
+    assert not (root / "projects" / "x").exists()
+
+
 def test_new_keeps_a_start_url_with_quotes_as_it_is(
     root: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

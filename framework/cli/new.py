@@ -9,6 +9,7 @@ the command suggests works there too.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from pathlib import Path
@@ -123,7 +124,13 @@ def new(
         try:
             load_spec(tmp)  # a template that does not validate is a bug: say so, write nothing
         except SpecError as exc:  # where it would have been, not the temporary file
-            raise SpecError(str(exc).replace(str(tmp), f"{target} (not written)")) from None
+            shown = f"{target} (not written)"
+            raise SpecError(
+                [
+                    dataclasses.replace(p, file=shown) if p.file == str(tmp) else p
+                    for p in exc.problems
+                ]
+            ) from None
         with target.open("x", encoding="utf-8") as out:  # "x": never overwrite, even racing
             out.write(text)
     except FileExistsError:
