@@ -11,6 +11,7 @@ import hashlib
 import io
 import json
 import os
+import shutil
 import stat
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -76,6 +77,28 @@ def test_crawl_O_replaces_the_feed_with_this_runs_completed_items(crawled):
     emitted = {json.loads(x)["dedupe_key"] for x in lines}
     stored = workspace_items(crawled["ws"], complete_only=True)
     assert emitted == set(stored)  # the incomplete record is not in the run's feed
+
+
+def test_a_feed_holding_fewer_records_than_the_workspace_says_so(crawled, tmp_path):
+    # a crawl of a finished workspace completes nothing: its feed is empty, and said so
+    ws = tmp_path / "ws"
+    shutil.copytree(crawled["ws"], ws)
+    feed = tmp_path / "again.jsonl"
+    r = run_cli("crawl", str(crawled["spec"]), "--workspace", str(ws), "-O", str(feed), "-q")
+    assert r.returncode == 4, r.stderr[-2000:]
+    sent = len(feed.read_text(encoding="utf-8").splitlines())
+    stored = len(workspace_items(ws, complete_only=True))
+    assert sent < stored
+    assert (
+        f"the -o/-O feed holds the {sent} records this run completed; the workspace holds "
+        f"{stored} complete items: `framework export fixture-cases -o FILE` writes them all"
+    ) in r.stderr
+    # a feed with every stored item is not told about
+    r = run_cli(
+        "crawl", str(crawled["spec"]), "--workspace", str(tmp_path / "ws2"), "-O", str(feed), "-q"
+    )
+    assert r.returncode == 4, r.stderr[-2000:]
+    assert "feed holds" not in r.stderr
 
 
 @pytest.mark.parametrize("ext", ["jsonl", "json"])

@@ -195,6 +195,9 @@ class CrawlRuntime:
         self.issued = 0
         self.capped = False
         self.stop_reason: str | None = None
+        # the workspace's item counts at the run's end (close()): what an -o feed of
+        # this run's records is compared with
+        self.items_at_end: dict[str, int] = {}
         self.started = time.monotonic()
         self._window: deque[bool] = deque(maxlen=max(1, limits.error_rate_window))
         self._fallbacks_seen: set[tuple[str, str, int]] = set()
@@ -1397,6 +1400,7 @@ class CrawlRuntime:
             c = self.counters
             counts = self.ws.store.row_counts()
             items = self.ws.store.item_counts()
+            self.items_at_end = dict(items)
             code = exit_code(final, *row_totals(counts))
             found = self._finish_findings(items, code)
             self.event(

@@ -420,6 +420,22 @@ class JobSpider(scrapy.Spider):
         for why, n in group.flushes.items():
             stats.set_value(f"framework/commit_groups/{why}", n)
         logger.info("job %s closed: %s", self.name, final)
+        self._feed_of_this_run(stats.get_value("item_scraped_count", 0))
+
+    def _feed_of_this_run(self, sent: int) -> None:
+        """An -o/-O feed holds the records this run completed, not the workspace's
+        items: on a finished workspace it is empty. Said when it holds fewer."""
+        if not self.crawler.settings.getdict("FEEDS"):
+            return
+        stored = self.runtime.items_at_end.get("complete", 0)
+        if stored > sent:
+            logger.warning(
+                "the -o/-O feed holds the %d records this run completed; the workspace "
+                "holds %d complete items: `framework export %s -o FILE` writes them all",
+                sent,
+                stored,
+                self.name,
+            )
 
 
 def spider_class(spec: JobSpec, spec_path: Path, workspace_root: Path) -> type[JobSpider]:
