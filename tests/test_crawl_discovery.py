@@ -387,6 +387,22 @@ def test_the_sitemap_template_crawls_a_shop(sitemap_site, tmp_path):
     told = [x for x in r.stderr.splitlines() if "matched a follow rule of 'sitemaps'" in x]
     assert len(told) == 1, told
     assert "/sitemaps/books-" in told[0]
+    assert "found no link" not in r.stderr  # every follow rule found some
+    # preview of the start URL: its sitemaps as links, no "no records" of a kind that
+    # reads none
+    p = subprocess.run(
+        [*CLI, "preview", "shop"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        cwd=tmp_path,
+    )
+    assert p.returncode == EXIT_OK, p.stderr[-3000:]
+    assert f"-> {site.url}/sitemap_index.xml  (sitemaps)" in p.stdout
+    assert "no records" not in p.stdout
+    assert "! follow" not in p.stdout  # a robots.txt naming sitemaps links to no product
+    assert "--kind K" not in p.stdout
 
 
 @pytest.mark.parametrize(

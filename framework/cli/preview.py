@@ -74,7 +74,8 @@ def preview(
         click.echo(json.dumps(report.as_dict(), ensure_ascii=False, indent=2, default=str))
     else:
         click.echo(render(report))
-        if not report.matched and report.tab_value is None and not report.error:
+        quiet = report.tab_value is not None or report.error or not report.reads_records
+        if not report.matched and not quiet:
             others = [k for k in pv.kinds_of(spec) if k != kind]
             click.echo(f"(--kind K reads it as another kind: {', '.join(others)})")
     return 1 if report.missing_required or report.error or report.each_empty else 0
@@ -119,7 +120,8 @@ def render(report: Any) -> str:
         for tab in rec.subtabs:
             body = f"  body {tab['body']}" if tab["body"] else ""
             lines.append(f"  -> {tab['method']} {tab['url']}  ({tab['kind']}){body}")
-    if not report.records and report.tab_value is None and not report.error:
+    reads = report.tab_value is None and not report.error and report.reads_records
+    if not report.records and reads:
         if not report.matched:
             found = f": each ({report.each}) matched nothing" if report.each else ""
             lines.append(f"no records on this page{found}")

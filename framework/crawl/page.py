@@ -390,9 +390,12 @@ class CompiledKind:
     def _sitemap(self, response: Response, carry: Mapping[str, Any], depth: int) -> PageResult:
         assert self.sitemap is not None
         found = self.sitemap.links(response, depth, self.guard.max_body)
-        follows = dict.fromkeys((rule.to for rule in self.follow), 0)
-        for f in found:
-            if not f.nested:  # a nested sitemap is no page of a rule's kind
+        # a robots.txt or an index that names sitemaps leads to no page of a rule's
+        # kind itself: only a page that names no sitemap reads the rules
+        follows: dict[str, int] = {}
+        if not any(f.nested for f in found):
+            follows = dict.fromkeys((rule.to for rule in self.follow), 0)
+            for f in found:
                 follows[f.kind] = follows.get(f.kind, 0) + 1
         return PageResult(
             links=[

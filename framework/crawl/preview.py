@@ -78,6 +78,9 @@ class Preview:
     tab_value: Any = None  # a sub-tab kind's value
     each: str | None = None  # the kind's `each` (what finds its records), when it has one
     matched: int = 0  # what `each` matched (a kind with no fields keeps no record of them)
+    # whether the kind reads records at all (each, id or fields): a sitemap's, or a
+    # page that only links on, has none to miss
+    reads_records: bool = True
     # the kinds a follow rule read on this page leads to but found no link to
     follow_empty: list[str] = field(default_factory=list)
 
@@ -149,6 +152,9 @@ def explain(
             report.tab_value = job.subtabs[kind].parse(response)
             return _masked(report, mask)
         compiled = job.kinds[kind]
+        report.reads_records = bool(
+            compiled.spec.each is not None or compiled.spec.emits or compiled.spec.fields
+        )
         tracer = _Tracing(compiled.fields)
         compiled.fields = tracer
         id_tracer = None
