@@ -145,12 +145,23 @@ def test_requeue_filters_print_the_count_and_log_an_event(
         "requeued 1 rows\n",
     )
     assert run(["requeue", "cases"], capsys)[1] == "requeued 1 rows\n"  # default: errors
-    assert run(["requeue", "cases", "--errors"], capsys)[1] == "requeued 0 rows\n"
+    assert run(["requeue", "cases", "--errors"], capsys)[1] == (
+        "requeued 0 rows: no row matches all of: status error "
+        "(`framework status cases` shows the rows by kind and status)\n"
+    )
+    # a filter that reaches nothing says which conditions it held
+    out = run(["requeue", "cases", "--exhausted", "--kind", "list", "--url-contains", "x"], capsys)
+    assert out[:2] == (
+        0,
+        "requeued 0 rows: no row matches all of: exhausted (not retried by the next run); "
+        "kind list; URL containing 'x' (`framework status cases` shows the rows by kind and "
+        "status)\n",
+    )
     with Workspace.open(ws_path, readonly=True) as ws:
         counts = ws.store.row_counts()
         assert counts["detail"] == {RowStatus.OK: 1, RowStatus.PENDING: 3}
         events = [e for e in ws.events if e["event"] == "requeued"]
-    assert [e["count"] for e in events] == [1, 1, 0]
+    assert [e["count"] for e in events] == [1, 1, 0, 0]
     assert events[0]["filter"] == {
         "errors": False,
         "exhausted": True,
@@ -164,7 +175,7 @@ def test_requeue_filters_print_the_count_and_log_an_event(
     assert "--kind 'detial': the workspace has no row of that kind" in err
     assert "expected one of: detail, list" in err
     with Workspace.open(ws_path, readonly=True) as ws:
-        assert len([e for e in ws.events if e["event"] == "requeued"]) == 4
+        assert len([e for e in ws.events if e["event"] == "requeued"]) == 5
 
 
 HOLDER = textwrap.dedent(

@@ -100,7 +100,20 @@ def requeue(
                 }
             )
             click.echo(f"cleared {len(cleared)} Retry-After deferrals")
-    click.echo(f"requeued {count} rows")
+    if count:
+        click.echo(f"requeued {count} rows")
+        return 0
+    # nothing matched: say which conditions, so a filter that reaches nothing is seen
+    conditions = [
+        *(["status error"] if errors else []),
+        *(["exhausted (not retried by the next run)"] if exhausted else []),
+        *([f"kind {kind}"] if kind is not None else []),
+        *([f"URL containing {url_contains!r}"] if url_contains is not None else []),
+    ]
+    click.echo(
+        f"requeued 0 rows: no row matches all of: {'; '.join(conditions)} "
+        f"(`framework status {job}` shows the rows by kind and status)"
+    )
     return 0
 
 
