@@ -284,7 +284,13 @@ def test_status_shows_ship_progress(
     assert ship["complete_items"] == 4
     assert ship["last_run"]["reason"].startswith("--max-items 3 reached")
     assert main(["status", "job", "--workspace", str(ws.path)]) == 0
-    assert "latest_outcomes" in capsys.readouterr().out
+    text = capsys.readouterr().out
+    # in words, not JSON: nested values in parentheses, flags as yes/no
+    assert "\nship:\n  latest_outcomes: accepted 3\n  keys_delivered: 3\n" in text
+    assert "  shipping_now: no\n" in text
+    assert "  last_run: counts (accepted 3, " in text
+    assert "reason --max-items 3 reached" in text
+    assert '{"' not in text.split("\nship:\n", 1)[1]
 
 
 class _Terminal(io.StringIO):

@@ -230,8 +230,28 @@ def render(job: str, r: dict[str, Any]) -> str:
             out.append(f"{name}: {section}")
         else:
             out.append(f"{name}:")
-            out += [f"  {k}: {json.dumps(v, ensure_ascii=False)}" for k, v in section.items()]
+            out += [f"  {k}: {_plain(v)}" for k, v in section.items()]
     return "\n".join(out)
+
+
+def _plain(value: Any) -> str:
+    """A plugin section's value in words (``--json`` has it as data): a mapping as
+    ``key value, ...`` with nested ones in parentheses, a list comma-separated, text
+    as it is, null as ``-``, a flag as yes/no."""
+    if isinstance(value, dict):
+        return ", ".join(f"{k} {_nested(v)}" for k, v in value.items()) or "-"
+    if isinstance(value, list):
+        return ", ".join(_nested(v) for v in value) or "-"
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    return str(value)
+
+
+def _nested(value: Any) -> str:
+    text = _plain(value)
+    return f"({text})" if isinstance(value, dict | list) and value else text
 
 
 __all__ = ["open_job_workspace", "recorded_max_attempts", "render", "status"]
