@@ -387,7 +387,7 @@ def test_the_sitemap_template_crawls_a_shop(sitemap_site, tmp_path):
     told = [x for x in r.stderr.splitlines() if "matched a follow rule of 'sitemaps'" in x]
     assert len(told) == 1, told
     assert "/sitemaps/books-" in told[0]
-    assert "found no link" not in r.stderr  # every follow rule found some
+    assert "gave no link to follow" not in r.stderr  # every follow rule found some
     # preview of the start URL: its sitemaps as links, no "no records" of a kind that
     # reads none
     p = subprocess.run(

@@ -122,7 +122,7 @@ def test_a_follow_rule_that_never_finds_a_link_is_said_at_the_end(caplog) -> Non
     ]
     (line,) = caplog.messages
     assert line == (
-        "`follow` of list to detail found no link on any page this run (2 pages), e.g. at l1"
+        "`follow` of list to detail gave no link to follow on any page this run (2 pages), e.g. at l1"
     )
 
 
@@ -236,7 +236,8 @@ def test_a_follow_that_matches_nothing_is_a_warning_and_status_shows_it(
     assert r.returncode == EXIT_HALTED, r.stderr[-3000:]
     lists = len(site.truth.list_urls())
     assert (
-        f"`follow` of list to detail found no link on any page this run ({lists} pages)" in r.stderr
+        f"`follow` of list to detail gave no link to follow on any page this run ({lists} pages)"
+        in r.stderr
     )
     finished = events(ws)[-1]
     assert [(w["what"], w.get("detail"), w["count"]) for w in finished["warnings"]] == [
@@ -251,7 +252,7 @@ def test_a_follow_that_matches_nothing_is_a_warning_and_status_shows_it(
     r = crawl_cli("crawl", str(spec), "--workspace", str(ws), "--fresh")
     # the site's broken pages are rows in error: exit 4, with items stored
     assert r.returncode == EXIT_HALTED, r.stderr[-3000:]
-    assert "found no link" not in r.stderr
+    assert "gave no link to follow" not in r.stderr
     assert "spec changed since the last run" in r.stderr
     assert "framework reparse" not in r.stderr
     finished = events(ws)[-1]

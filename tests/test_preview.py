@@ -143,7 +143,7 @@ def test_a_follow_that_finds_no_link_on_the_page_is_said(site, project):
     assert (report["follow"], report["follow_empty"]) == ([], ["detail"])
     assert report["matched"] == len(report["records"]) > 1
     r = _preview(project)
-    assert "! follow to detail: no link found on this page" in r.stdout
+    assert "! follow to detail: no link to follow on this page" in r.stdout
 
 
 def test_a_missing_required_field_exits_1_and_says_which(site, project):

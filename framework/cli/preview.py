@@ -128,7 +128,7 @@ def render(report: Any) -> str:
         else:  # a kind with no fields: its records only lead on
             lines.append(f"each ({report.each}) matched {report.matched}; the kind has no fields")
     for to in report.follow_empty:
-        lines.append(f"! follow to {to}: no link found on this page")
+        lines.append(f"! follow to {to}: no link to follow on this page")
     if report.follow:
         lines.append(f"links to follow ({len(report.follow)}):")
         lines.extend(f"  -> {link['url']}  ({link['kind']})" for link in report.follow)

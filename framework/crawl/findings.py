@@ -86,7 +86,7 @@ _MESSAGES = {
     "page_all_dropped": "every record of a {kind} page was dropped (missing required fields)",
     "kind_empty": "{kind} pages gave no records this run",
     "field_empty": "field {field!r} of {kind} is empty in every record this run",
-    "follow_empty": "`follow` of {kind} {detail} found no link on any page this run",
+    "follow_empty": "`follow` of {kind} {detail} gave no link to follow on any page this run",
 }
 
 
