@@ -122,7 +122,8 @@ def test_a_follow_rule_that_never_finds_a_link_is_said_at_the_end(caplog) -> Non
     ]
     (line,) = caplog.messages
     assert line == (
-        "`follow` of list to detail gave no link to follow on any page this run (2 pages), e.g. at l1"
+        "`follow` of list to detail gave no link to follow on any page this run (2 pages), "
+        "e.g. at l1"
     )
 
 
