@@ -123,9 +123,11 @@ def test_prune_keeps_every_decision_and_one_success_per_key_and_version(
 
     assert main(["ship", "job", "--workspace", str(ws.path), "--prune", "--dry-run"]) == 0
     assert len(records(ws)) == len(before)  # a dry run writes nothing
+    ws.ship_log_path.chmod(0o640)
     assert main(["ship", "job", "--workspace", str(ws.path), "--prune"]) == 0
     out = capsys.readouterr().out
     after = records(ws)
+    assert ws.ship_log_path.stat().st_mode & 0o7777 == 0o640  # its permissions kept
     assert f"from {len(before)} to {len(after)} lines" in out
     assert not stale.exists()
 

@@ -162,6 +162,7 @@ def _next(cursor: sqlite3.Cursor) -> int:
 def _rewrite(log_path: Path, directory: Path, kept: sqlite3.Cursor) -> tuple[int, int]:
     """Write the kept lines (in log order) to a temp file, fsync, rename over the log,
     fsync the folder. Returns (lines, bytes) written."""
+    mode = log_path.stat().st_mode & 0o7777  # the log keeps its permissions
     fd, tmp_name = tempfile.mkstemp(prefix=PRUNE_PREFIX, dir=directory)
     tmp = Path(tmp_name)
     lines = size = 0
@@ -176,7 +177,7 @@ def _rewrite(log_path: Path, directory: Path, kept: sqlite3.Cursor) -> tuple[int
                     wanted = _next(kept)
             out.flush()
             os.fsync(out.fileno())
-        os.chmod(tmp, 0o644)
+        os.chmod(tmp, mode)  # mkstemp's file is private (0600)
         os.replace(tmp, log_path)
     except BaseException:
         tmp.unlink(missing_ok=True)
