@@ -409,9 +409,23 @@ def test_only_and_include_incomplete(
     assert set(fault_endpoint.rows) == {"test:000002"}
     assert notices == ["--only: 1 keys are not among the workspace's complete items: test:half"]
     assert summary.counts["accepted"] == 1
-    ship(ws, fault_endpoint, fake, include_incomplete=True)
+    # a run that drains the complete items says the incomplete one stays behind
+    notices.clear()
+    summary = ship(ws, fault_endpoint, fake, notices)
+    assert (summary.reason, summary.counts["accepted"]) == ("drained", 3)
+    assert notices == [
+        "1 incomplete item not shipped: waiting for a required sub-tab (`framework status` "
+        "lists them; the crawl that fetches it completes them, after `framework requeue` if "
+        "it failed; --include-incomplete ships them as they are)"
+    ]
+    notices.clear()
+    ship(ws, fault_endpoint, fake, notices, dry_run=True)
+    assert notices[-1].startswith("1 incomplete item not shipped")
+    notices.clear()
+    ship(ws, fault_endpoint, fake, notices, include_incomplete=True)
     assert "test:half" in fault_endpoint.rows
     assert len(fault_endpoint.rows) == 5
+    assert notices == []
 
 
 def test_dry_run_sends_and_writes_nothing(

@@ -285,9 +285,26 @@ class Shipper:
     # the run ------------------------------------------------------------------
     def run(self) -> ShipSummary:
         if self.options.dry_run:
-            return self.dry_run()
-        with self._run_lock():
-            return self._run_locked()
+            summary = self.dry_run()
+        else:
+            with self._run_lock():
+                summary = self._run_locked()
+        self._tell_incomplete()
+        return summary
+
+    def _tell_incomplete(self) -> None:
+        """Items waiting for a required sub-tab are not shipped (nor looked at): a run
+        that drained the rest says how many stay behind, not only "drained"."""
+        if self.options.include_incomplete or self.options.only:
+            return
+        n = self.ws.store.item_counts().get("incomplete", 0)
+        if n:
+            self.notice(
+                f"{n} incomplete item{'s' if n != 1 else ''} not shipped: waiting for a "
+                "required sub-tab (`framework status` lists them; the crawl that fetches it "
+                "completes them, after `framework requeue` if it failed; "
+                "--include-incomplete ships them as they are)"
+            )
 
     # what the workspace's kind decides (a folder here; PostgreSQL: framework_ship.pg_run)
     def _open_index(self, readonly: bool) -> Any:
