@@ -97,6 +97,17 @@ def test_status_table(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
     )
     assert "items: 1 complete, 0 incomplete" in lines
     assert any("http_5xx" in line and "http://site/case/1" in line for line in lines)
+    header = next(line for line in lines if line.startswith("row "))
+    assert header.split() == [
+        "row",
+        "kind",
+        "status",
+        "fails/counted",
+        "http",
+        "last",
+        "error",
+        "url",
+    ]
     assert any(
         line.startswith("last run: started") and "max_requests, 5.0s" in line for line in lines
     )

@@ -163,7 +163,9 @@ def render(job: str, r: dict[str, Any]) -> str:
             out.append("")
             out.append(f"{title}:")
             out += _table(
-                ["row", "kind", "status", "failed/tries", "http", "last error", "url"],
+                # failures ever recorded / attempts counted toward max_attempts (a
+                # requeue or a host that was down gives attempts back, not failures)
+                ["row", "kind", "status", "fails/counted", "http", "last error", "url"],
                 [
                     [
                         m["row_id"],
