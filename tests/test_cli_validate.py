@@ -195,6 +195,7 @@ def test_new_says_which_of_its_own_values_is_wrong_and_writes_nothing(
     for args, said in [
         (["--start-url", "ftp://x"], "--start-url 'ftp://x': expected an absolute http(s) URL"),
         (["--start-url", "http://"], "--start-url 'http://': expected an absolute http(s) URL"),
+        (["--start-url", "http://[oops/"], "--start-url 'http://[oops/': expected an absolute"),
         (["--source-type", "Bad Type"], "--source-type 'Bad Type': expected lowercase"),
     ]:
         assert main(["new", "x", *args]) == 2

@@ -13,7 +13,6 @@ import dataclasses
 import json
 import re
 from pathlib import Path
-from urllib.parse import urlsplit
 
 import click
 
@@ -97,6 +96,7 @@ def new(
     if target.exists():
         raise UsageError(f"{target} exists; not overwriting it")
     from framework.spec.models import SOURCE_TYPE_RE
+    from framework.spec.validate import is_start_url
 
     st = source_type or re.sub(r"[^a-z0-9._-]", "-", name.lower())
     # the user's values, said as theirs: the spec's check would name a file never written
@@ -105,8 +105,7 @@ def new(
             f"--source-type {st!r}: expected lowercase letters, digits, '.', '_' or '-' "
             "(at most 64, starting with a letter or digit)"
         )
-    parts = urlsplit(start_url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
+    if not is_start_url(start_url):  # the spec's own check (a bad URL is no crash)
         raise UsageError(
             f"--start-url {start_url!r}: expected an absolute http(s) URL such as "
             "https://example.org/list"

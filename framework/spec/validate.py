@@ -42,6 +42,7 @@ __all__ = [
     "SPEC_SETTINGS",
     "check",
     "check_raw",
+    "is_start_url",
     "spec_settings",
     "validate",
 ]
@@ -178,6 +179,12 @@ def _http_url(value: Any) -> bool:
         return parts.scheme in ("http", "https") and bool(parts.hostname)
     except ValueError:  # e.g. "http://[oops/": not a URL, a spec problem, not a crash
         return False
+
+
+def is_start_url(url: str) -> bool:
+    """Whether ``url`` may be a start URL: absolute http(s), ``{env:NAME}`` references
+    taken as words (what ``start_urls`` is checked with, and ``framework new``)."""
+    return _http_url(_without_env(url))
 
 
 class _Checker:
@@ -762,7 +769,7 @@ class _Checker:
         """Start URLs are absolute http(s) URLs and allowed domains host names. Read
         from the raw data too (:func:`check_raw`): lists of strings, else nothing."""
         for i, url in enumerate(urls if isinstance(urls, list | tuple) else ()):
-            if isinstance(url, str) and not _http_url(_without_env(url)):
+            if isinstance(url, str) and not is_start_url(url):
                 self.add(
                     ("start_urls", i),
                     f"start URL {url!r} is not an absolute http(s) URL",
