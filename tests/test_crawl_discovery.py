@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from framework.workspace import RowStatus, Workspace
-from tests.fixtures.crawl import CLI, events, url_log, workspace_items
+from tests.fixtures.crawl import CLI, events, run_cli, url_log, workspace_items
 from tests.fixtures.sitemap_site import DENIED, SitemapSite
 
 EXIT_OK = 0
@@ -360,24 +360,13 @@ def test_the_sitemap_template_crawls_a_shop(sitemap_site, tmp_path):
     and their related products up to the template's max_depth."""
     site = sitemap_site(shop=True)
     (tmp_path / "projects").mkdir()
-    new = subprocess.run(
-        [*CLI, "new", "shop", "--template", "sitemap", "--start-url", f"{site.url}/robots.txt"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        cwd=tmp_path,
-    )
+    new = run_cli(
+        "new", "shop", "--template", "sitemap", "--start-url", f"{site.url}/robots.txt",
+        cwd=tmp_path, timeout=120,
+    )  # fmt: skip
     assert new.returncode == EXIT_OK, new.stderr
     ws = tmp_path / "ws"
-    r = subprocess.run(
-        [*CLI, "crawl", "shop", "--workspace", str(ws), "-L", "INFO"],
-        capture_output=True,
-        text=True,
-        timeout=240,
-        check=False,
-        cwd=tmp_path,
-    )
+    r = run_cli("crawl", "shop", "--workspace", str(ws), "-L", "INFO", cwd=tmp_path)
     assert r.returncode == EXIT_OK, r.stderr[-3000:]
     assert workspace_items(ws) == site.truth_products()
     assert site.hits("/product/p1-rel2") == 0  # depth 3
@@ -390,14 +379,7 @@ def test_the_sitemap_template_crawls_a_shop(sitemap_site, tmp_path):
     assert "gave no link to follow" not in r.stderr  # every follow rule found some
     # preview of the start URL: its sitemaps as links, no "no records" of a kind that
     # reads none
-    p = subprocess.run(
-        [*CLI, "preview", "shop"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        cwd=tmp_path,
-    )
+    p = run_cli("preview", "shop", cwd=tmp_path, timeout=120)
     assert p.returncode == EXIT_OK, p.stderr[-3000:]
     assert f"-> {site.url}/sitemap_index.xml  (sitemaps)" in p.stdout
     assert "no records" not in p.stdout
