@@ -256,6 +256,8 @@ def test_error_rate_breaker_halts(make_site, good_spec, tmp_path, crawl_cli):
     assert r.returncode == EXIT_HALTED, r.stderr[-2000:]
     assert "error-rate breaker" in r.stderr
     assert events(ws)[-1]["reason"] == "error_rate"
+    # said once, not again for every answer in flight while the crawl closes
+    assert r.stderr.count("over the last 20 requests: stopping") == 1, r.stderr[-3000:]
 
 
 def test_sigterm_is_a_clean_checkpoint(make_site, good_spec, tmp_path):

@@ -200,6 +200,7 @@ class CrawlRuntime:
         self.items_at_end: dict[str, int] = {}
         self.started = time.monotonic()
         self._window: deque[bool] = deque(maxlen=max(1, limits.error_rate_window))
+        self._error_rate_said = False  # the breaker's ERROR line was written
         self._fallbacks_seen: set[tuple[str, str, int]] = set()
         self._rules_seen: set[tuple[str, str, str]] = set()  # (kind, field, rule) warned
         self._page_drifted = False  # the page being handled had a fallback win (drift)
@@ -1143,6 +1144,11 @@ class CrawlRuntime:
             and window.count(False) / len(window) > self.limits.error_rate_max
         ):
             handled.stop = REASON_ERROR_RATE
+            if self._error_rate_said:
+                # the requests in flight when it tripped still arrive while Scrapy
+                # closes: one line says it (it was one per late answer, ~20 of them)
+                return handled
+            self._error_rate_said = True
             logger.error(
                 "error rate %.0f%% over the last %d requests: stopping (a human must look)",
                 100 * window.count(False) / len(window),
