@@ -69,10 +69,10 @@ def reparse(job: str, workspace: str | None, processes: str, every_kind: bool, q
             "fetches them"
         )
     click.echo(
-        f"{spec.name}: reparsed {c['pages']} stored pages, no request made; items "
+        f"{spec.name}: reparsed {_n(c['pages'], 'stored page')}, no request made; items "
         f"{c['items_new']} new, {c['items_changed']} changed, {c['items_unchanged']} unchanged;"
-        f" {c['rows_new']} new rows pending; {c['errors']} pages failed; "
-        f"{len(result.warnings)} warnings",
+        f" {_n(c['rows_new'], 'new row')} pending; {_n(c['errors'], 'page')} failed; "
+        f"{_n(len(result.warnings), 'warning')}",
         err=True,
     )
     if c["unchanged_kind"]:
@@ -94,6 +94,11 @@ def reparse(job: str, workspace: str | None, processes: str, every_kind: bool, q
             f"`framework status {spec.name}`, then fix the spec and reparse again"
         )
     return 0
+
+
+def _n(count: int, noun: str) -> str:
+    """``1 page``, ``2 pages``: the summary is read by people ("1 pages failed" was not)."""
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
 
 
 def _processes(value: str) -> int | str:
