@@ -75,6 +75,7 @@ def test_an_unchanged_spec_reads_nothing_and_all_reads_everything(crawled) -> No
     assert done["counts"]["pages"] == 0
     assert done["counts"]["unchanged_kind"] == sum(stored.values())
     assert "left as they are; --all reads them too" in said
+    assert f"{sum(stored.values())} stored pages of kinds whose spec did not change" in said
     assert item_hashes(ws) == hashes
     # status reads the reparse as the last run: the crawl's fill rates are still there
     assert done["carried"] == ["detail"]  # the kind that emits items
@@ -114,7 +115,11 @@ def test_a_detail_fix_reads_the_detail_pages_and_their_subtabs_only(crawled, tmp
     assert new["detail"] != old["detail"]
     assert new["detail.rulings"] == new["detail"]
 
-    _, done = _reparse(spec, ws)
+    said, done = _reparse(spec, ws)
+    # one kind left unread, counted in words: "3 stored pages of a kind whose spec..."
+    n = stored["list"]
+    page = "stored page" if n == 1 else "stored pages"
+    assert f"{n} {page} of a kind whose spec did not change since they were read (list)" in said
     detail_pages = sum(n for kind, n in stored.items() if kind.startswith("detail"))
     assert done["counts"]["pages"] == detail_pages
     assert done["counts"]["unchanged_kind"] == stored["list"]
@@ -245,3 +250,18 @@ def test_other_code_or_another_parser_version_changes_every_kind_s_digest(
             monkeypatch.undo()
             fingerprint.code_digest.cache_clear()
     assert _digests(spec) == before
+
+
+def test_pages_read_before_that_this_spec_cannot_read_exit_4_and_say_how_many(crawled) -> None:
+    spec, ws, site = crawled
+    text = spec.read_text(encoding="utf-8")
+    assert '"#case-number::text"' in text
+    spec.write_text(text.replace('"#case-number::text"', '"#no-such-id::text"'), encoding="utf-8")
+    requests = site.stats()
+    r = run_cli("reparse", str(spec), "--workspace", str(ws), "-q", "--processes", "1")
+    assert r.returncode == 4, r.stderr[-2000:]
+    done = [e for e in events(ws) if e["event"] == "reparse_finished"][-1]
+    failed = done["counts"]["newly_failed"]
+    assert failed > 1  # every detail page that was ok: its record has no id now
+    assert f"{failed} stored pages that were read before cannot be read with this spec" in r.stderr
+    assert site.stats() == requests

@@ -77,8 +77,9 @@ def reparse(job: str, workspace: str | None, processes: str, every_kind: bool, q
     )
     if c["unchanged_kind"]:
         kinds = ", ".join(result.unchanged_kinds)
+        which = "a kind whose" if len(result.unchanged_kinds) == 1 else "kinds whose"
         click.echo(
-            f"{spec.name}: {c['unchanged_kind']} stored pages of kinds whose spec did not "
+            f"{spec.name}: {_n(c['unchanged_kind'], 'stored page')} of {which} spec did not "
             f"change since they were read ({kinds}) left as they are; --all reads them too",
             err=True,
         )
@@ -89,8 +90,8 @@ def reparse(job: str, workspace: str | None, processes: str, every_kind: bool, q
         )
     if c["newly_failed"]:
         raise Halted(
-            f"{spec.name}: {c['newly_failed']} stored pages that were read before cannot be"
-            " read with this spec; see "
+            f"{spec.name}: {_n(c['newly_failed'], 'stored page')} that were read before "
+            "cannot be read with this spec; see "
             f"`framework status {spec.name}`, then fix the spec and reparse again"
         )
     return 0
