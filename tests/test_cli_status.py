@@ -111,6 +111,32 @@ def test_status_table(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert any(
         line.startswith("last run: started") and "max_requests, 5.0s" in line for line in lines
     )
+    # both misbehaving rows are exhausted: listed once, under "exhausted rows"
+    assert sum("http://site/case/1" in line for line in lines) == 1
+    assert sum("http://site/case/2" in line for line in lines) == 1
+    assert lines.index("exhausted rows:") < lines.index(
+        "misbehaving URLs: the 2 exhausted rows above"
+    )
+
+
+def test_status_lists_a_misbehaving_row_that_is_not_exhausted_on_its_own(
+    home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with Workspace.open(home / "var" / "cases") as ws:
+        (row,) = [r for r in ws.store.iter_rows() if r.url == "http://site/case/3"]
+        ws.store.commit(
+            Outcome(row.id, ok=False, http_status=503, error_kind=ErrorKind.HTTP_5XX)
+        )  # one failure of two allowed: retried by the next run
+    code, out, _ = run(["status", "cases"], capsys)
+    assert code == 0
+    lines = out.splitlines()
+    title = "misbehaving URLs (besides the 2 exhausted rows above):"
+    assert lines.index("exhausted rows:") < lines.index(title)
+    below = lines[lines.index(title) :]
+    assert sum("http://site/case/3" in line for line in below) == 1
+    assert not any("http://site/case/1" in line for line in below)
+    for url in ("http://site/case/1", "http://site/case/2", "http://site/case/3"):
+        assert sum(url in line for line in lines) == 1, url
 
 
 def test_status_of_a_missing_workspace_exits_2(

@@ -13,6 +13,7 @@ import click
 
 from framework import progress
 from framework.cli.target import workspace_target
+from framework.cli.words import counted
 from framework.errors import Halted, UsageError, WorkspaceError
 from framework.project import find_root, resolve_job
 
@@ -69,17 +70,17 @@ def reparse(job: str, workspace: str | None, processes: str, every_kind: bool, q
             "fetches them"
         )
     click.echo(
-        f"{spec.name}: reparsed {_n(c['pages'], 'stored page')}, no request made; items "
+        f"{spec.name}: reparsed {counted(c['pages'], 'stored page')}, no request made; items "
         f"{c['items_new']} new, {c['items_changed']} changed, {c['items_unchanged']} unchanged;"
-        f" {_n(c['rows_new'], 'new row')} pending; {_n(c['errors'], 'page')} failed; "
-        f"{_n(len(result.warnings), 'warning')}",
+        f" {counted(c['rows_new'], 'new row')} pending; {counted(c['errors'], 'page')} failed; "
+        f"{counted(len(result.warnings), 'warning')}",
         err=True,
     )
     if c["unchanged_kind"]:
         kinds = ", ".join(result.unchanged_kinds)
         which = "a kind whose" if len(result.unchanged_kinds) == 1 else "kinds whose"
         click.echo(
-            f"{spec.name}: {_n(c['unchanged_kind'], 'stored page')} of {which} spec did not "
+            f"{spec.name}: {counted(c['unchanged_kind'], 'stored page')} of {which} spec did not "
             f"change since they were read ({kinds}) left as they are; --all reads them too",
             err=True,
         )
@@ -90,16 +91,11 @@ def reparse(job: str, workspace: str | None, processes: str, every_kind: bool, q
         )
     if c["newly_failed"]:
         raise Halted(
-            f"{spec.name}: {_n(c['newly_failed'], 'stored page')} that were read before "
+            f"{spec.name}: {counted(c['newly_failed'], 'stored page')} that were read before "
             "cannot be read with this spec; see "
             f"`framework status {spec.name}`, then fix the spec and reparse again"
         )
     return 0
-
-
-def _n(count: int, noun: str) -> str:
-    """``1 page``, ``2 pages``: the summary is read by people ("1 pages failed" was not)."""
-    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
 
 
 def _processes(value: str) -> int | str:

@@ -15,6 +15,7 @@ from typing import Any
 import click
 
 from framework.cli.target import workspace_target
+from framework.cli.words import counted
 from framework.errors import WorkspaceBroken
 from framework.project import find_root
 from framework.workspace import fill
@@ -118,6 +119,27 @@ def _workers(w: dict[str, Any] | None) -> list[str]:
     return lines
 
 
+def _rows_table(rows: list[dict[str, Any]]) -> list[str]:
+    """Rows that need a look, one line each."""
+    return _table(
+        # failures ever recorded / attempts counted toward max_attempts (a requeue or a
+        # host that was down gives attempts back, not failures)
+        ["row", "kind", "status", "fails/counted", "http", "last error", "url"],
+        [
+            [
+                m["row_id"],
+                m["kind"],
+                m["status"],
+                f"{m['failures']}/{m['attempts']}",
+                m["last_http_status"],
+                _clip(f"{m['last_error_kind'] or ''} {m['last_error'] or ''}", 40),
+                _clip(m["url"], 70),
+            ]
+            for m in rows
+        ],
+    )
+
+
 def render(job: str, r: dict[str, Any]) -> str:
     out: list[str] = []
     state = STATES.get(r["state"], r["state"]).format(**r["queue"])
@@ -158,27 +180,18 @@ def render(job: str, r: dict[str, Any]) -> str:
     if it["incomplete_keys"]:
         more = " ..." if it["incomplete_keys_truncated"] else ""
         out.append("  incomplete: " + ", ".join(it["incomplete_keys"]) + more)
-    for title, key in (("exhausted rows", "exhausted"), ("misbehaving URLs", "misbehaving")):
-        if r[key]:
-            out.append("")
-            out.append(f"{title}:")
-            out += _table(
-                # failures ever recorded / attempts counted toward max_attempts (a
-                # requeue or a host that was down gives attempts back, not failures)
-                ["row", "kind", "status", "fails/counted", "http", "last error", "url"],
-                [
-                    [
-                        m["row_id"],
-                        m["kind"],
-                        m["status"],
-                        f"{m['failures']}/{m['attempts']}",
-                        m["last_http_status"],
-                        _clip(f"{m['last_error_kind'] or ''} {m['last_error'] or ''}", 40),
-                        _clip(m["url"], 70),
-                    ]
-                    for m in r[key]
-                ],
-            )
+    # a row that is both (an error row that failed every try) is listed once, under
+    # "exhausted"; the JSON keeps both lists whole for scripts
+    if r["exhausted"]:
+        out += ["", "exhausted rows:", *_rows_table(r["exhausted"])]
+    shown = {m["row_id"] for m in r["exhausted"]}
+    others = [m for m in r["misbehaving"] if m["row_id"] not in shown]
+    also = len(r["misbehaving"]) - len(others)
+    if others:
+        besides = f" (besides the {counted(also, 'exhausted row')} above)" if also else ""
+        out += ["", f"misbehaving URLs{besides}:", *_rows_table(others)]
+    elif also:
+        out += ["", f"misbehaving URLs: the {counted(also, 'exhausted row')} above"]
     for d in r.get("deferrals", []):
         out.append(
             f"deferred: {d['host']} asked not to be called before {d['until']} (Retry-After;"
