@@ -326,3 +326,35 @@ def _scrapy(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
         timeout=240,
         check=False,
     )
+
+
+def test_a_value_carried_from_the_list_is_named_and_can_be_given(site, project):
+    """A sub-tab template over a value the list row carries in (the `list-detail-subtabs`
+    template's `court`): a detail page previewed alone lacks it. Preview says where the
+    crawl takes it from and how to give it, instead of a bare template error."""
+    spec = project / "projects" / JOB / "job.yaml"
+    text = spec.read_text(encoding="utf-8")
+    spec.write_text(
+        text.replace('body: {form: {case: "{id}"}}', 'body: {form: {case: "{id}", s: "{status}"}}'),
+        encoding="utf-8",
+    )
+    case = site.truth.ids[0]
+    url = f"{site.url}/cases/{case}"
+    r = _preview(project, url, "--kind", "detail")
+    assert r.returncode == 1, r.stderr
+    assert (
+        "needs {status}, which 'detail' pages do not extract: the crawl carries it from the "
+        "page that links here (list.fields.status); preview with --carry status=VALUE"
+    ) in r.stdout
+    r = _preview(project, url, "--kind", "detail", "--carry", "status=open", "--json")
+    assert r.returncode == 0, r.stderr
+    [record] = _json(r)["records"]
+    assert _fields(record)["status"]["outcome"] == "carried"
+    assert _fields(record)["status"]["value"] == "open"
+    tabs = {t["kind"]: t for t in record["subtabs"]}
+    assert tabs["detail.documents"]["body"] == f"case={case}&s=open"
+    r = _preview(project, url, "--kind", "detail", "--carry", "status=open")
+    assert re.search(r'^  status +"open"  \(carried: --carry\)$', r.stdout, re.MULTILINE)
+    r = _preview(project, url, "--kind", "detail", "--carry", "status")
+    assert r.returncode == 2
+    assert "--carry: expected NAME=VALUE" in r.stderr

@@ -12,6 +12,7 @@ from typing import Any
 
 import click
 
+from framework.errors import UsageError
 from framework.project import find_root, resolve_job
 
 VALUE_WIDTH = 60
@@ -31,6 +32,14 @@ VALUE_WIDTH = 60
 @click.option(
     "-s", "--set", "settings", multiple=True, metavar="NAME=VALUE", help="a Scrapy setting"
 )
+@click.option(
+    "-c",
+    "--carry",
+    "carried",
+    multiple=True,
+    metavar="NAME=VALUE",
+    help="a value the page that links here would carry in (a list row's field)",
+)
 @click.option("-v", "--verbose", is_flag=True, help="show Scrapy's log of the fetch")
 def preview(
     job: str,
@@ -39,6 +48,7 @@ def preview(
     page_file: Path | None,
     as_json: bool,
     settings: tuple[str, ...],
+    carried: tuple[str, ...],
     verbose: bool,
 ) -> int:
     """Fetch URL (default: the first start URL) as the crawl would, or read --file, and
@@ -47,7 +57,8 @@ def preview(
     and the links, next pages and sub-tab requests the page would make.
 
     Writes nothing to the workspace. Exit 0; 1 when a required field is missing,
-    the kind's `each` matched nothing or the page cannot be read; 2 on a bad call."""
+    the kind's `each` matched nothing, a value the linking page carries in is missing
+    (give it with --carry) or the page cannot be read; 2 on a bad call."""
     from framework.cli.crawl import _setting
     from framework.crawl import preview as pv
     from framework.crawl.secrets import Secrets
@@ -69,7 +80,8 @@ def preview(
             overrides["LOG_LEVEL"] = "INFO"
         response = pv.fetch(spec, spec_path, root, kind, url, overrides=overrides)
         origin = "fetched"
-    report = pv.explain(spec, kind, response, origin=origin, mask=secrets.mask_value)
+    carry = dict(_carry(item) for item in carried)
+    report = pv.explain(spec, kind, response, origin=origin, mask=secrets.mask_value, carry=carry)
     if as_json:
         click.echo(json.dumps(report.as_dict(), ensure_ascii=False, indent=2, default=str))
     else:
@@ -79,6 +91,13 @@ def preview(
             others = [k for k in pv.kinds_of(spec) if k != kind]
             click.echo(f"(--kind K reads it as another kind: {', '.join(others)})")
     return 1 if report.missing_required or report.error or report.each_empty else 0
+
+
+def _carry(item: str) -> tuple[str, str]:
+    name, sep, value = item.partition("=")
+    if not sep or not name.isidentifier():
+        raise UsageError(f"--carry: expected NAME=VALUE (a field name), got {item!r}")
+    return name, value
 
 
 def _resolved(secrets: Any, url: str) -> str:
@@ -159,6 +178,8 @@ def _trace(t: Any) -> str:
         return f"{_short(t.value)}  <- {where}"
     if t.outcome == "failed":
         return f"FAILED{req}: {t.error}  <- {t.source}"
+    if t.outcome == "carried":
+        return f"{_short(t.value)}  (carried: --carry)"
     if t.outcome == "default":
         return f"{_short(t.value)}  (default: nothing matched)"
     return f"EMPTY{req}: nothing matched"

@@ -26,6 +26,7 @@ from framework.extract.fields import FAILED, FOUND, Extraction, FieldExtractor, 
 from framework.extract.patterns import Limits
 from framework.settings import default_settings
 from framework.spec.models import JobSpec
+from framework.spec.template import MissingValue
 
 if TYPE_CHECKING:
     from scrapy.http import Response
@@ -134,9 +135,17 @@ def check_kind(spec: JobSpec, kind: str | None) -> str:
 
 
 def explain(
-    spec: JobSpec, kind: str, response: Response, *, origin: str, mask: Any = None
+    spec: JobSpec,
+    kind: str,
+    response: Response,
+    *,
+    origin: str,
+    mask: Any = None,
+    carry: Mapping[str, Any] | None = None,
 ) -> Preview:
-    """The preview of ``response`` read as page kind ``kind`` (as the crawl reads it)."""
+    """The preview of ``response`` read as page kind ``kind`` (as the crawl reads it).
+    ``carry``: the values the page that links here would carry in (a list row's fields),
+    which a page previewed alone does not have."""
     job = CompiledJob(spec)
     job.guard.limits = _limits(spec)
     report = Preview(
@@ -161,9 +170,12 @@ def explain(
         if compiled.id is not None:
             id_tracer = _Tracing(compiled.id)
             compiled.id = id_tracer
-        result = compiled.parse(response, {}, 1)
+        result = compiled.parse(response, dict(carry or {}), 1)
     except PageError as exc:
         report.error = str(exc)
+        return _masked(report, mask)
+    except MissingValue as exc:  # the crawl's row would have it, carried from its parent
+        report.error = _not_carried(spec, kind, exc)
         return _masked(report, mask)
     emits = compiled.spec.emits
     each = compiled.spec.each
@@ -175,6 +187,12 @@ def explain(
         if id_tracer is not None and i < len(id_tracer.runs):
             traces.extend(_traces(id_tracer.runs[i]))
         traces.extend(_traces(tracer.runs[i]))
+        own = {t.name for t in traces}
+        traces.extend(
+            FieldTrace(name, "carried", value)
+            for name, value in (carry or {}).items()
+            if name not in own
+        )
         stored = record.valid and record.dedupe_key is not None
         report.records.append(
             RecordTrace(
@@ -209,6 +227,23 @@ def explain(
     ]
     report.refused = dict(job.guard.refused)
     return _masked(report, mask)
+
+
+def _not_carried(spec: JobSpec, kind: str, exc: MissingValue) -> str:
+    """What to say when a template needs a value this page does not extract: in the
+    crawl it comes from the page that links here (a list row's fields are carried into
+    the pages it leads to), which a page previewed alone lacks."""
+    given = f"preview with --carry {exc.name}=VALUE to give it"
+    others = [
+        name for name, k in spec.page_kinds().items() if name != kind and exc.name in k.fields
+    ]
+    if not others:
+        return f"{exc}; {given}"
+    where = ", ".join(f"{name}.fields.{exc.name}" for name in others)
+    return (
+        f"template {exc.template!r} needs {{{exc.name}}}, which {kind!r} pages do not "
+        f"extract: the crawl carries it from the page that links here ({where}); {given}"
+    )
 
 
 def _traces(runs: list[tuple[Any, int, Any, int]]) -> list[FieldTrace]:
