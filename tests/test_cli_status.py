@@ -349,3 +349,26 @@ def test_resolve_job_with_names_only_refuses_paths(tmp_path: Path) -> None:
     for name in (str(spec), "../cases", "projects/cases"):
         with pytest.raises(UsageError, match="is not a job name"):
             resolve_job(name, tmp_path, names_only=True)
+
+
+def test_status_says_when_it_lists_only_the_first_rows_and_counts_in_words(
+    home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with Workspace.open(home / "var" / "cases") as ws:
+        ws.events.append({"event": "run_started", "time": "2026-01-01T11:00:00+00:00"})
+        ws.events.append(
+            {
+                "event": "run_finished",
+                "time": "2026-01-01T11:00:05+00:00",
+                "reason": "finished",
+                "counts": {"requests": 3, "errors_by_kind": {"http_4xx": 1, "http_5xx": 2}},
+            }
+        )
+    code, out, _ = run(["status", "cases", "--top", "1"], capsys)
+    assert code == 0
+    lines = out.splitlines()
+    assert "exhausted rows (the first 1 of 2; --top N lists more):" in lines
+    assert "  requests 3, errors_by_kind (http_4xx 1, http_5xx 2)" in lines
+    assert "{" not in out  # no Python dict in the text
+    code, out, _ = run(["status", "cases"], capsys)
+    assert "exhausted rows:" in out.splitlines()  # all of them listed: nothing to add

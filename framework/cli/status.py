@@ -48,7 +48,13 @@ def recorded_max_attempts(ws: Workspace) -> int:
     "--workspace", "workspace", default=None, help="Workspace folder or postgresql:// URL."
 )
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object for scripts.")
-@click.option("--top", default=10, show_default=True, type=click.IntRange(min=1))
+@click.option(
+    "--top",
+    default=10,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Rows listed under exhausted rows and under misbehaving URLs.",
+)
 def status(job: str, workspace: str | None, as_json: bool, top: int) -> int:
     """Show rows per kind and status, items, exhausted and misbehaving URLs, last run.
 
@@ -140,6 +146,19 @@ def _rows_table(rows: list[dict[str, Any]]) -> list[str]:
     )
 
 
+def _counts(counts: dict[str, Any]) -> str:
+    """A run's counts on one line: ``requests 291, errors 75 (http_4xx 71, http_5xx 3)``;
+    a count by kind is shown in words too, not as a Python dict."""
+    out = []
+    for name, value in counts.items():
+        if isinstance(value, dict):
+            inner = ", ".join(f"{k} {v}" for k, v in value.items())
+            out.append(f"{name} ({inner or 'none'})")
+        else:
+            out.append(f"{name} {value}")
+    return ", ".join(out)
+
+
 def render(job: str, r: dict[str, Any]) -> str:
     out: list[str] = []
     state = STATES.get(r["state"], r["state"]).format(**r["queue"])
@@ -183,7 +202,9 @@ def render(job: str, r: dict[str, Any]) -> str:
     # a row that is both (an error row that failed every try) is listed once, under
     # "exhausted"; the JSON keeps both lists whole for scripts
     if r["exhausted"]:
-        out += ["", "exhausted rows:", *_rows_table(r["exhausted"])]
+        listed, total = len(r["exhausted"]), q["exhausted"]
+        more = f" (the first {listed} of {total}; --top N lists more)" if total > listed else ""
+        out += ["", f"exhausted rows{more}:", *_rows_table(r["exhausted"])]
     shown = {m["row_id"] for m in r["exhausted"]}
     others = [m for m in r["misbehaving"] if m["row_id"] not in shown]
     also = len(r["misbehaving"]) - len(others)
@@ -209,7 +230,7 @@ def render(job: str, r: dict[str, Any]) -> str:
             f" ({run['reason']}{dur})"
         )
         if run["counts"]:
-            out.append("  " + ", ".join(f"{k} {v}" for k, v in run["counts"].items()))
+            out.append("  " + _counts(run["counts"]))
         blocked = run.get("blocked")
         if blocked:
             out.append(
@@ -221,7 +242,7 @@ def render(job: str, r: dict[str, Any]) -> str:
         dur = f" ({reparse['duration_s']}s)" if reparse["duration_s"] is not None else ""
         out.append(f"last reparse: finished {reparse['finished']}{dur}, no request made")
         if reparse["counts"]:
-            out.append("  " + ", ".join(f"{k} {v}" for k, v in reparse["counts"].items()))
+            out.append("  " + _counts(reparse["counts"]))
         unlinked = reparse.get("unlinked")
         if unlinked and unlinked.get("rows"):
             examples = unlinked.get("examples") or []
