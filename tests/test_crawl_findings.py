@@ -90,6 +90,32 @@ def test_empty_fields_and_kinds_at_the_end_with_fill_counts() -> None:
     }
 
 
+def test_a_sub_tab_s_empty_fields_and_rowless_tabs_are_said_at_the_end(caplog) -> None:
+    rec = Recorder()
+    found = Findings(rec, logging.getLogger("test.findings"))
+    with caplog.at_level(logging.WARNING, "test.findings"):
+        for i in range(4):  # rows whose `room` never matched; one case has no hearing
+            rows = [{"date": "2024-01-02", "room": None}] * (i % 2)
+            found.tab("detail.hearings", f"h{i}", rows, each=True)
+        found.tab("detail.notes", "n0", {"text": ""}, each=False)  # one mapping per page
+        found.tab("detail.rulings", "r0", [], each=True)
+        found.tab("detail.rulings", "r1", [], each=True)
+        found.finish([])
+    got = {(e["what"], e["kind"], e.get("field")): e for e in rec.events}
+    assert set(got) == {
+        ("field_empty", "detail.hearings", "room"),
+        ("field_empty", "detail.notes", "text"),
+        ("kind_empty", "detail.rulings", None),
+    }
+    assert got[("field_empty", "detail.hearings", "room")]["count"] == 2  # its rows
+    assert got[("field_empty", "detail.hearings", "room")]["examples"] == ["h0", "h1", "h2"]
+    assert got[("kind_empty", "detail.rulings", None)]["count"] == 2  # its pages
+    assert "field 'room' of detail.hearings is empty in every record this run (2 records)" in (
+        caplog.text
+    )
+    assert found.fill() == {}  # fill rates are of items: a tab's rows stay out
+
+
 def test_a_follow_rule_that_never_finds_a_link_is_said_at_the_end(caplog) -> None:
     rec = Recorder()
     found = Findings(rec, logging.getLogger("test.findings"))
@@ -259,3 +285,35 @@ def test_a_follow_that_matches_nothing_is_a_warning_and_status_shows_it(
     finished = events(ws)[-1]
     assert finished["counts"]["items_new"] == 70
     assert "follow_empty" not in [w["what"] for w in finished["warnings"]]
+
+
+def test_a_sub_tab_selector_that_matches_nothing_is_said_and_reparse_clears_it(
+    site, good_spec, tmp_path, crawl_cli
+) -> None:
+    """The hearings tab's `agenda` selector is wrong: every detail item still has its
+    hearings (rows with no agenda), so only this warning tells. A reparse with the fix
+    fetches nothing and says nothing of it any more."""
+    spec = good_spec("cases", site.url, tmp_path)
+    good = spec.read_text()
+    assert 'agenda: "td.agenda::text"' in good
+    spec.write_text(good.replace('agenda: "td.agenda::text"', 'agenda: "td.agneda::text"'))
+    ws = tmp_path / "ws"
+    r = crawl_cli("crawl", str(spec), "--workspace", str(ws), "-q")
+    assert r.returncode == EXIT_HALTED, r.stderr[-3000:]  # the site's broken pages
+    assert "field 'agenda' of detail.hearings is empty in every record this run" in r.stderr
+    finished = events(ws)[-1]
+    (empty,) = [w for w in finished["warnings"] if w["what"] == "field_empty"]
+    assert (empty["kind"], empty["field"]) == ("detail.hearings", "agenda")
+    assert empty["count"] > 1
+    status = crawl_cli("status", "fixture-cases", "--workspace", str(ws))
+    assert f"field_empty detail.hearings.agenda: {empty['count']}x" in status.stdout
+
+    spec.write_text(good)
+    requests = site.stats()
+    r = crawl_cli("reparse", str(spec), "--workspace", str(ws), "-q", "--processes", "1")
+    assert r.returncode == EXIT_OK, r.stderr[-3000:]
+    assert "is empty in every record" not in r.stderr
+    assert site.stats() == requests
+    done = [e for e in events(ws) if e["event"] == "reparse_finished"][-1]
+    assert "field_empty" not in [w["what"] for w in done["warnings"]]
+    assert done["counts"]["items_changed"] > 0  # the agendas reached the items

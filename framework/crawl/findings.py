@@ -13,9 +13,13 @@ field, how many of them hold a value, and notes the ways a spec can come back em
     an ``each`` page whose records were all dropped (the row is ok: its links and
     next pages were read, but it gave nothing);
 ``kind_empty``
-    a kind that emits records, whose pages this run gave none (at the end);
+    a kind that emits records, whose pages this run gave none (at the end); also a
+    sub-tab with ``each`` whose every page this run gave no row;
 ``field_empty``
-    a field empty in every record of its kind this run (at the end);
+    a field empty in every record of its kind this run (at the end); a sub-tab's rows
+    are records of the sub-tab's kind (``detail.hearings``), so a tab selector that
+    matches nothing in any row is said as well, though the detail item still has the
+    tab (a list of rows of nulls);
 ``follow_empty``
     a ``follow`` rule (of a kind, to a kind) that found no link on any page of its
     kind read this run (at the end): a wrong link selector or pattern, or a sitemap
@@ -78,6 +82,7 @@ class _KindFill:
     # per follow target: pages that read a rule to it, and the links those found
     follow_pages: Counter[str] = field(default_factory=Counter)
     follow_links: Counter[str] = field(default_factory=Counter)
+    each: bool = False  # a sub-tab's: its value is a list of rows
 
 
 _MESSAGES = {
@@ -96,6 +101,7 @@ class Findings:
         self._log = log
         self._found: dict[tuple[str, str, str | None, str | None], Finding] = {}
         self._kinds: dict[str, _KindFill] = {}
+        self._tabs: dict[str, _KindFill] = {}  # sub-tab kinds with fields, by kind
 
     # ------------------------------------------------------------------- pages
     def page(
@@ -134,6 +140,20 @@ class Findings:
             self.note("each_empty", kind, url)
         elif each and dropped and kept == 0:
             self.note("page_all_dropped", kind, url)
+
+    def tab(self, kind: str, url: str, value: Any, *, each: bool) -> None:
+        """One page of sub-tab ``kind`` (one with fields) read: its value, a list of
+        row mappings (``each``) or one mapping. Its fill counts stay out of the fill
+        rates (those are of items); they feed the end-of-run findings only."""
+        fill = self._tabs.setdefault(kind, _KindFill(each=each))
+        fill.pages += 1
+        if len(fill.urls) < EXAMPLES_MAX:
+            fill.urls.append(url)
+        for row in value if isinstance(value, list) else [value]:
+            if isinstance(row, Mapping):
+                fill.records += 1
+                fill.seen.update(row)
+                fill.fields.update(k for k, v in row.items() if filled(v))
 
     def note(
         self, what: str, kind: str, url: str, *, fld: str | None = None, detail: str | None = None
@@ -182,6 +202,14 @@ class Findings:
             for name in sorted(fill.seen):
                 if fill.fields[name] == 0:
                     self._announce("field_empty", kind, name, fill.records, fill.urls)
+        for kind, tab in sorted(self._tabs.items()):
+            if tab.records == 0:
+                if tab.each:  # a tab of one mapping always has its record
+                    self._announce("kind_empty", kind, None, tab.pages, tab.urls)
+                continue
+            for name in sorted(tab.seen):
+                if tab.fields[name] == 0:
+                    self._announce("field_empty", kind, name, tab.records, tab.urls)
 
     def _announce(
         self,

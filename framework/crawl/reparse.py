@@ -461,6 +461,7 @@ class _Writer:
             return
         if isinstance(parsed, Outcome):
             outcome = parsed
+            runtime.tab_read(row, stored.final_url, outcome)
         else:
             kind = runtime.job.kinds[row.kind]
             if kind.limits and self.group:

@@ -601,6 +601,7 @@ class CrawlRuntime:
         status = response.status
         self._page_drifted = False
         outcome = self.outcome_for(row, response)
+        self.tab_read(row, response.url, outcome)
         if self._page_drifted and self.limits.halt_on_drift:
             # nothing of this page is committed: its row stays pending, no drifted record
             # is stored; the drift event is written, the crawl stops (exit 4)
@@ -822,6 +823,15 @@ class CrawlRuntime:
         # come back later, whatever else this failure tripped (the error-rate breaker)
         handled.stop = REASON_HOST_DOWN
         return handled
+
+    def tab_read(self, row: Row, url: str, outcome: Outcome) -> None:
+        """Count a sub-tab page's rows for the found-nothing findings (a kind's pages are
+        counted by :meth:`_page_outcome`); the crawl and the reparse's writer call it
+        with the outcome a page of any kind gave."""
+        tab = self.job.subtabs.get(row.kind)
+        if tab is not None and tab.fields is not None and outcome.ok and outcome.parts:
+            each = tab.spec.each is not None
+            self.findings.tab(row.kind, url, outcome.parts[0].value, each=each)
 
     def _page_outcome(self, row: Row, status: int, url: str, result: PageResult) -> Outcome:
         kind = self.job.kinds[row.kind]
