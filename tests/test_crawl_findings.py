@@ -317,3 +317,7 @@ def test_a_sub_tab_selector_that_matches_nothing_is_said_and_reparse_clears_it(
     done = [e for e in events(ws) if e["event"] == "reparse_finished"][-1]
     assert "field_empty" not in [w["what"] for w in done["warnings"]]
     assert done["counts"]["items_changed"] > 0  # the agendas reached the items
+    # each item counted once: its detail page read again unchanged, then its tab changed
+    items = done["items"]["complete"] + done["items"]["incomplete"]
+    assert done["counts"]["items_changed"] + done["counts"]["items_unchanged"] == items
+    assert done["counts"]["items_unchanged"] > 0  # the cases with no hearing

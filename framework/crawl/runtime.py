@@ -228,6 +228,11 @@ class CrawlRuntime:
         d = self.spec.drift
         self.drift = Drift(self.event, logger, fill_drop=d.drop, min_records=d.min_records)
         self._stored_bytes = 0  # of responses, against limits.responses_budget
+        # a reparse's items by what it did to them, each counted once: a detail page
+        # read again unchanged whose sub-tab then changes its item is one changed item
+        self._reparse_changed: set[str] = set()
+        self._reparse_unchanged: set[str] = set()
+        self._reparse_unchanged_n = 0  # on pages that also gave new items (see there)
         self.blocker = Detector(self.spec)  # soft bans: see blocking.py
         self.blocked: Block | None = None  # the first page that matched a blocked rule
         # this process in the workspace's `workers` table; with `claiming` (one of
@@ -1222,11 +1227,16 @@ class CrawlRuntime:
                 )
         c.rows_new += len(res.inserted)
         c.items_new += res.items_new
-        if outcome.items:
-            c.items_changed += res.items_changed
-            c.items_unchanged += res.items_unchanged
-        elif outcome.parts:
-            c.items_changed += res.items_changed
+        changed, unchanged = self._reparse_changed, self._reparse_unchanged
+        changed.update(res.changed)
+        unchanged.difference_update(res.changed)
+        if outcome.items and res.items_unchanged:
+            if res.items_new:  # which of the others are new the result does not say:
+                self._reparse_unchanged_n += res.items_unchanged  # counted, not named
+            else:
+                unchanged.update(w.dedupe_key for w in outcome.items if w.dedupe_key not in changed)
+        c.items_changed = len(changed)
+        c.items_unchanged = len(unchanged) + self._reparse_unchanged_n
         if res.changed:
             events.append(
                 self._event_line(
