@@ -321,3 +321,32 @@ def test_a_sub_tab_selector_that_matches_nothing_is_said_and_reparse_clears_it(
     items = done["items"]["complete"] + done["items"]["incomplete"]
     assert done["counts"]["items_changed"] + done["counts"]["items_unchanged"] == items
     assert done["counts"]["items_unchanged"] > 0  # the cases with no hearing
+
+
+def test_a_template_value_the_record_lacks_is_a_typed_row_error_with_no_traceback(
+    site, good_spec, tmp_path, crawl_cli
+) -> None:
+    """A sub-tab body names a value no page gives (a carried list field whose selector
+    matches nothing): each detail page is an error row saying so, the crawl goes on, and
+    the log has no traceback (the spec's data, not a fault of the framework)."""
+    spec = good_spec("cases", site.url, tmp_path)
+    text = spec.read_text()
+    text = text.replace(
+        'status: "td.status::text"', 'status: "td.status::text"\n    desk: "td.desk::text"'
+    )
+    text = text.replace('body: {form: {case: "{id}"}}', 'body: {form: {case: "{id}", d: "{desk}"}}')
+    spec.write_text(text)
+    ws = tmp_path / "ws"
+    r = crawl_cli("crawl", str(spec), "--workspace", str(ws), "-q")
+    assert r.returncode == EXIT_HALTED, r.stderr[-3000:]
+    assert "Traceback" not in r.stderr
+    with Workspace.open(ws, create=False, readonly=True) as opened:
+        errors = [
+            (row.last_error_kind, row.last_error)
+            for row in opened.store.iter_rows(kind="detail")
+            if row.last_error and "desk" in row.last_error
+        ]
+    assert errors
+    assert set(errors) == {
+        ("parse", "template '{desk}' needs a value for {desk}, the record has none")
+    }

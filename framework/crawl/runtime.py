@@ -66,6 +66,7 @@ from framework.crawl.workers import (
 )
 from framework.errors import EXIT_HALTED, EXIT_OK, UsageError, WorkspaceBroken, WorkspaceFull
 from framework.heap import FrozenHeap
+from framework.spec.template import MissingValue
 from framework.workspace import (
     ErrorKind,
     ItemWrite,
@@ -727,6 +728,8 @@ class CrawlRuntime:
                         depth=int(ctx.get("depth", 0)),
                     )
             except PageError as exc:
+                error = (ErrorKind.PARSE, str(exc))
+            except MissingValue as exc:  # the spec's data, not a fault: no traceback
                 error = (ErrorKind.PARSE, str(exc))
             except Exception as exc:  # a page the spec cannot read must not stop the crawl
                 logger.exception("parse failed for %s", redact_url(response.url))
