@@ -354,17 +354,21 @@ pages:
     assert "not a sitemap" in _at(out, where, 12)  # sitemap: on an html kind
 
 
+def _new_sitemap_job(root: Path, start_url: str) -> None:
+    """`framework new shop --template sitemap` in ``root``, only the start URL given."""
+    (root / "projects").mkdir()
+    new = run_cli(
+        "new", "shop", "--template", "sitemap", "--start-url", start_url, cwd=root, timeout=120
+    )
+    assert new.returncode == EXIT_OK, new.stderr
+
+
 def test_the_sitemap_template_crawls_a_shop(sitemap_site, tmp_path):
     """`framework new --template sitemap` as written, only the start URL given: robots.txt,
     its two sitemaps (the books' index is read, its entries match no rule), the products,
     and their related products up to the template's max_depth."""
     site = sitemap_site(shop=True)
-    (tmp_path / "projects").mkdir()
-    new = run_cli(
-        "new", "shop", "--template", "sitemap", "--start-url", f"{site.url}/robots.txt",
-        cwd=tmp_path, timeout=120,
-    )  # fmt: skip
-    assert new.returncode == EXIT_OK, new.stderr
+    _new_sitemap_job(tmp_path, f"{site.url}/robots.txt")
     ws = tmp_path / "ws"
     r = run_cli("crawl", "shop", "--workspace", str(ws), "-L", "INFO", cwd=tmp_path)
     assert r.returncode == EXIT_OK, r.stderr[-3000:]
@@ -408,3 +412,15 @@ def test_an_xml_document_of_another_root_is_not_a_sitemap():
 
     with pytest.raises(SitemapError, match=r"the root element is <html>, expected <urlset>"):
         _open(b"<html></html>")
+
+
+def test_a_robots_txt_that_names_no_sitemap_is_said(site, tmp_path):
+    """The sitemap template started from a robots.txt with no `Sitemap:` line (the demo
+    site's): the crawl extracts nothing (exit 4) and says why, not only that its follow
+    rules found no link."""
+    _new_sitemap_job(tmp_path, f"{site.url}/robots.txt")
+    r = run_cli("crawl", "shop", "--workspace", str(tmp_path / "ws"), "-q", cwd=tmp_path)
+    assert r.returncode == 4, r.stderr[-3000:]
+    (told,) = [x for x in r.stderr.splitlines() if "names no sitemap" in x]
+    assert f"{site.url}/robots.txt names no sitemap (no `Sitemap:` line)" in told
+    assert "gave no link to follow" in r.stderr  # the follow rule's finding, counted

@@ -97,12 +97,19 @@ class SitemapReader:
         out: list[Found] = []
         if urlsplit(response.url).path.endswith("/robots.txt"):
             locs = sitemap_urls_from_robots(response.body, base_url=response.url)
+            n = 0
             for n, url in enumerate(locs, 1):
                 _count(n, "the Sitemap: lines of a robots.txt")
                 # every one: `sitemap.follow` chooses among an index's entries only, as
                 # Scrapy's sitemap_follow does
                 if self.admit(url):
                     out.append(Found(self.name, url, nested=True))
+            if not n:  # the crawl ends here; its follow rules' finding says only that
+                logger.warning(
+                    "%s names no sitemap (no `Sitemap:` line): start from the sitemap's "
+                    "own URL instead (often /sitemap.xml or /sitemap_index.xml)",
+                    shown(response.url),
+                )
             return out
         body = sitemap_body(response, max_bytes)
         doc = _open(body)
