@@ -358,3 +358,22 @@ def test_a_value_carried_from_the_list_is_named_and_can_be_given(site, project):
     r = _preview(project, url, "--kind", "detail", "--carry", "status")
     assert r.returncode == 2
     assert "--carry: expected NAME=VALUE" in r.stderr
+
+
+def test_an_each_that_finds_nothing_names_the_data_in_the_page_s_scripts(site, project):
+    case = site.truth.ids[0]
+    r = _preview(project, f"{site.url}/cases/{case}", "--kind", "list")
+    assert r.returncode == 1
+    assert "no records on this page: each (table.cases tbody tr) matched nothing" in r.stdout
+    assert (
+        "  hint: scripts assign objects or lists to: window.__CASE__ (embedded: {var: NAME})"
+    ) in r.stdout.splitlines()
+    r = _preview(project, f"{site.url}/cases/{case}", "--kind", "list", "--json")
+    assert _json(r)["script_data"]["assigned"] == ["window.__CASE__"]
+    # the same list built by JavaScript: the hint is to render it
+    r = _preview(project, f"{site.url}/js/cases", "--kind", "list")
+    assert r.returncode == 1
+    assert "JavaScript may build it (`render: playwright` on the kind" in r.stdout
+    # a page whose records were found has no hint
+    r = _preview(project, "--json")
+    assert _json(r)["script_data"] is None

@@ -144,6 +144,10 @@ def render(report: Any) -> str:
         if not report.matched:
             found = f": each ({report.each}) matched nothing" if report.each else ""
             lines.append(f"no records on this page{found}")
+            if report.script_data:
+                from framework.extract.hints import ScriptData
+
+                lines.extend(f"  hint: {h}" for h in ScriptData(**report.script_data).lines())
         else:  # a kind with no fields: its records only lead on
             lines.append(f"each ({report.each}) matched {report.matched}; the kind has no fields")
     for to in report.follow_empty:

@@ -20,12 +20,15 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from scrapy.http import TextResponse
+
 from framework.crawl.page import CompiledJob, PageError
 from framework.errors import FrameworkError, UsageError
 from framework.extract.fields import FAILED, FOUND, Extraction, FieldExtractor, Scope
+from framework.extract.hints import script_data
 from framework.extract.patterns import Limits
 from framework.settings import default_settings
-from framework.spec.models import JobSpec
+from framework.spec.models import JobSpec, Render
 from framework.spec.template import MissingValue
 
 if TYPE_CHECKING:
@@ -84,6 +87,8 @@ class Preview:
     reads_records: bool = True
     # the kinds a follow rule read on this page leads to but found no link to
     follow_empty: list[str] = field(default_factory=list)
+    # where the page keeps data in scripts, when `each` found nothing (extract/hints.py)
+    script_data: dict[str, list[str]] | None = None
 
     @property
     def missing_required(self) -> bool:
@@ -218,6 +223,11 @@ def explain(
                 + ": the crawl records this page as a validation error"
             )
     report.matched = result.matched
+    if report.each_empty and isinstance(response, TextResponse) and not compiled.is_json:
+        rendered = (compiled.spec.render or spec.render) is Render.PLAYWRIGHT
+        found = script_data(response.selector, rendered=rendered)
+        if found:
+            report.script_data = asdict(found)
     report.follow_empty = sorted(to for to, n in result.follows.items() if not n)
     report.follow = [{"kind": link.kind, "url": link.url} for link in result.links]
     report.next = [{"kind": link.kind, "url": link.url} for link in result.next_pages]
