@@ -55,3 +55,11 @@ def test_a_plain_page_has_no_hint_and_names_are_capped() -> None:
     many = "<script>" + "".join(f"var v{i} = {{}};" for i in range(50)) + "</script>"
     assert len(script_data(Selector(text=many)).assigned) == HINTS_MAX
     assert not ScriptData()
+
+
+def test_hostile_scripts_are_read_in_one_pass() -> None:
+    """A megabyte of one identifier, of a dotted chain, of `=`: each read once (a pattern
+    tried from every character would take hours on these)."""
+    for body in ("a" * 1_000_000, "a." * 500_000, "a =" * 300_000, "x" * 100 + " = {"):
+        found = script_data(Selector(text=f"<script>{body}</script><p>{'t ' * 200}</p>"))
+        assert found.assigned == []  # no literal assigned; a name past 64 characters: none

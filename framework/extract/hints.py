@@ -23,10 +23,13 @@ HINTS_MAX = 10
 SCRIPT_CHARS = 2_000_000  # of all scripts' text scanned: a hint, not an extraction
 
 # an assignment of an object or list literal: `var x = {`, `window.x = [`, `a.b.c = {`
-# (not `==`, `=>`, `!=`: the `=` must be followed by the literal's opening bracket)
+# (not `==`, `=>`, `!=`: the `=` must be followed by the literal's opening bracket).
+# A page's scripts are hostile text: a name starts only where no name goes on (the
+# lookbehind) and its parts are bounded, so a megabyte of one identifier is read in one
+# pass, not tried from every character
 _ASSIGN = re.compile(
-    r"(?:\b(?:var|let|const)\s+|(?<![\w$.\]\)]))"
-    r"((?:[A-Za-z_$][\w$]*\.)*[A-Za-z_$][\w$]*)\s*=\s*[\[{]"
+    r"(?:\b(?:var|let|const)[ \t]+|(?<![\w$.\]\)]))"
+    r"((?:[A-Za-z_$][\w$]{0,63}\.){0,8}[A-Za-z_$][\w$]{0,63})[ \t]*=[ \t]*[\[{]"
 )
 _JSON_TYPES = ("application/json", "application/ld+json")
 SCRIPTED_TEXT = 200  # characters of text a page shows below which its scripts build it
