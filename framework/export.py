@@ -52,6 +52,7 @@ class ExportResult:
     target: str  # the file, or "-" for stdout
     format: str
     items: int
+    stored: int = 0  # items the workspace holds: those written and those the filters left
 
 
 def format_of(target: str, fmt: str | None = None) -> str:
@@ -119,12 +120,13 @@ def export_items(
     fmt = format_of(target, fmt)
     cutoff = since_filter(since) if since is not None else None
     with Workspace.open(workspace, create=False, readonly=True) as ws:
+        stored = sum(ws.store.item_counts().values())
         fields = _columns(ws, only_complete, cutoff) if fmt == "csv" else None
         if target == "-":
             out = sys.stdout.buffer
             n = _write(out, fmt, _selected(ws, only_complete, cutoff), fields)
             out.flush()
-            return ExportResult(target, fmt, n)
+            return ExportResult(target, fmt, n, stored)
         path = Path(target)
         if path.is_dir():
             raise UsageError(f"cannot export to {target!r}: it is a folder; name a file in it")
@@ -151,7 +153,7 @@ def export_items(
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise
-    return ExportResult(target, fmt, n)
+    return ExportResult(target, fmt, n, stored)
 
 
 def _mode(path: Path) -> int:

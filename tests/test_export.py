@@ -152,12 +152,20 @@ def test_stdout_only_complete_and_since(crawled):
     got = [json.loads(x) for x in r.stdout.splitlines()]
     assert {i["dedupe_key"]: i for i in got} == workspace_items(crawled["ws"], True)
     assert len(got) == 69
+    # what the filter left out is said, not only what was written
+    assert (
+        "69 items written to stdout (jsonl); 1 of the 70 stored left out by --only-complete"
+        in r.stderr
+    )
     r = _export(crawled, "-o", "-", "--format", "csv", "--since", "2000-01-01")
     assert r.returncode == 0, r.stderr
     assert len(list(csv.DictReader(io.StringIO(r.stdout)))) == 70
     r = _export(crawled, "-o", "-", "--since", "2999-01-01T00:00:00Z")
     assert r.returncode == 0, r.stderr
     assert r.stdout == ""
+    assert "0 items written to stdout (jsonl); 70 of the 70 stored left out by --since" in (
+        r.stderr
+    )
     r = _export(crawled, "-o", "-", "--since", "yesterday")
     assert r.returncode == 2
     assert "--since expects an ISO time" in r.stderr
@@ -248,3 +256,19 @@ def test_a_write_that_fails_midway_leaves_the_old_file(crawled, tmp_path, monkey
     assert [p.name for p in tmp_path.iterdir()] == ["items.csv"]
     monkeypatch.setattr(export, "_write", real)
     assert export.export_items(crawled["ws"], str(target)).items > 0
+
+
+def test_an_export_of_a_workspace_with_no_item_says_so(site, tmp_path):
+    spec = write_good_spec("cases", site.url, tmp_path)
+    text = spec.read_text(encoding="utf-8")
+    spec.write_text(text.replace('"#case-number::text"', '"#no-such::text"'), encoding="utf-8")
+    ws = tmp_path / "ws"
+    r = run_cli("crawl", str(spec), "--workspace", str(ws), "-q")
+    assert r.returncode == 4, r.stderr[-2000:]  # every record lacks its id: nothing stored
+    r = run_cli("export", "fixture-cases", "--workspace", str(ws), "-o", str(tmp_path / "x.json"))
+    assert r.returncode == 0, r.stderr
+    assert json.loads((tmp_path / "x.json").read_text(encoding="utf-8")) == []
+    assert "fixture-cases: 0 items written to " in r.stderr
+    assert "; the workspace stores no item yet (`framework status fixture-cases` says why)" in (
+        r.stderr
+    )

@@ -9,6 +9,7 @@ from __future__ import annotations
 import click
 
 from framework.cli.target import workspace_target
+from framework.cli.words import counted
 from framework.export import FORMATS, export_items, format_of
 from framework.project import find_root
 
@@ -47,5 +48,13 @@ def export(
     path = workspace_target(find_root(), job, workspace)
     result = export_items(path, output, fmt=fmt, only_complete=only_complete, since=since)
     where = "stdout" if output == "-" else output
-    click.echo(f"{job}: {result.items} items written to {where} ({result.format})", err=True)
+    said = f"{job}: {counted(result.items, 'item')} written to {where} ({result.format})"
+    if not result.stored:
+        said += f"; the workspace stores no item yet (`framework status {job}` says why)"
+    elif (only_complete or since) and result.items < result.stored:  # (a crawl may add some)
+        left = " and ".join(
+            flag for flag, on in (("--only-complete", only_complete), ("--since", since)) if on
+        )
+        said += f"; {result.stored - result.items} of the {result.stored} stored left out by {left}"
+    click.echo(said, err=True)
     return 0
