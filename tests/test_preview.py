@@ -358,6 +358,19 @@ def test_a_value_carried_from_the_list_is_named_and_can_be_given(site, project):
     r = _preview(project, url, "--kind", "detail", "--carry", "status")
     assert r.returncode == 2
     assert "--carry: expected NAME=VALUE" in r.stderr
+    # `scrapy parse` says the same, with its own way to give the value
+    r = _scrapy(project, "parse", "--spider", JOB, "-a", "kind=detail", "--nocolour", url)
+    assert "Traceback" not in r.stderr
+    assert (
+        "needs {status}, which 'detail' pages do not extract: the crawl carries it from the "
+        """page that links here (list.fields.status); scrapy parse --meta '{"fw_carry": """
+        """{"status": "VALUE"}}' gives it"""
+    ) in r.stderr
+    meta = json.dumps({"fw_carry": {"status": "open"}})
+    r = _scrapy(project, "parse", "--spider", JOB, "-a", "kind=detail", "-m", meta, url)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "'status': 'open'" in r.stdout
+    assert not (project / "var").exists()
 
 
 def test_an_each_that_finds_nothing_names_the_data_in_the_page_s_scripts(site, project):

@@ -34,7 +34,15 @@ from framework.spec.template import MissingValue
 if TYPE_CHECKING:
     from scrapy.http import Response
 
-__all__ = ["FieldTrace", "Preview", "RecordTrace", "explain", "fetch", "from_file"]
+__all__ = [
+    "FieldTrace",
+    "Preview",
+    "RecordTrace",
+    "explain",
+    "fetch",
+    "from_file",
+    "not_carried",
+]
 
 
 @dataclass
@@ -180,7 +188,7 @@ def explain(
         report.error = str(exc)
         return _masked(report, mask)
     except MissingValue as exc:  # the crawl's row would have it, carried from its parent
-        report.error = _not_carried(spec, kind, exc)
+        report.error = not_carried(spec, kind, exc)
         return _masked(report, mask)
     emits = compiled.spec.emits
     each = compiled.spec.each
@@ -239,11 +247,12 @@ def explain(
     return _masked(report, mask)
 
 
-def _not_carried(spec: JobSpec, kind: str, exc: MissingValue) -> str:
+def not_carried(spec: JobSpec, kind: str, exc: MissingValue, given: str | None = None) -> str:
     """What to say when a template needs a value this page does not extract: in the
     crawl it comes from the page that links here (a list row's fields are carried into
-    the pages it leads to), which a page previewed alone lacks."""
-    given = f"preview with --carry {exc.name}=VALUE to give it"
+    the pages it leads to), which a page previewed alone lacks. ``given``: how to give
+    it (default: preview's ``--carry``)."""
+    given = given or f"preview with --carry {exc.name}=VALUE to give it"
     others = [
         name for name, k in spec.page_kinds().items() if name != kind and exc.name in k.fields
     ]

@@ -8,6 +8,7 @@ The spider only turns rows into Scrapy requests and hands back what the runtime 
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
@@ -33,6 +34,7 @@ from framework.plugins import RequestMeta, load_renderer
 from framework.settings import default_settings
 from framework.spec.models import JobSpec
 from framework.spec.render import RENDERER, rendered_kinds
+from framework.spec.template import MissingValue
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -307,7 +309,15 @@ class JobSpider(scrapy.Spider):
             raise UsageError(f"{self.name} has no page kind {kind!r} (kinds: {known})")
         page = int(response.meta.get("fw_page", 1))
         compiled = self.compiled.kinds[kind]
-        result = compiled.parse(response, response.meta.get("fw_carry", {}), page)
+        try:
+            result = compiled.parse(response, response.meta.get("fw_carry", {}), page)
+        except MissingValue as exc:  # a page parsed alone lacks what its parent carries
+            from framework.crawl.preview import not_carried
+
+            carry = json.dumps({"fw_carry": {exc.name: "VALUE"}})
+            given = f"scrapy parse --meta '{carry}' gives it"
+            logger.error("%s", not_carried(self.compiled.spec, kind, exc, given))
+            return
         each = compiled.spec.each
         if not result.matched and (each is not None or compiled.spec.emits):
             # said as `framework preview` says it: Scrapy's own output is two empty lists
