@@ -116,10 +116,12 @@ def test_a_detail_fix_reads_the_detail_pages_and_their_subtabs_only(crawled, tmp
     assert new["detail.rulings"] == new["detail"]
 
     said, done = _reparse(spec, ws)
-    # one kind left unread, counted in words: "3 stored pages of a kind whose spec..."
-    n = stored["list"]
-    page = "stored page" if n == 1 else "stored pages"
-    assert f"{n} {page} of a kind whose spec did not change since they were read (list)" in said
+    # one kind left unread, counted in words: "N stored pages of a kind whose spec..."
+    lists = stored["list"]
+    page = "stored page" if lists == 1 else "stored pages"
+    assert f"{lists} {page} of a kind whose spec did not change since they were read (list)" in (
+        said
+    )
     detail_pages = sum(n for kind, n in stored.items() if kind.startswith("detail"))
     assert done["counts"]["pages"] == detail_pages
     assert done["counts"]["unchanged_kind"] == stored["list"]
