@@ -60,6 +60,9 @@ def test_a_plain_page_has_no_hint_and_names_are_capped() -> None:
 def test_hostile_scripts_are_read_in_one_pass() -> None:
     """A megabyte of one identifier, of a dotted chain, of `=`: each read once (a pattern
     tried from every character would take hours on these)."""
+    # JSON-LD nested past the JSON parser's recursion limit: no type, no crash
+    deep = '<script type="application/ld+json">' + "[" * 100_000 + "</script>"
+    assert script_data(Selector(text=deep)).jsonld_types == []
     for body in ("a" * 1_000_000, "a." * 500_000, "a =" * 300_000, "x" * 100 + " = {"):
         found = script_data(Selector(text=f"<script>{body}</script><p>{'t ' * 200}</p>"))
         assert found.assigned == []  # no literal assigned; a name past 64 characters: none

@@ -109,7 +109,7 @@ def _selector_of(script: Selector, kind: str) -> str:
 def _jsonld_types(text: str) -> list[str]:
     try:
         doc = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested past the parser (hostile)
         return []
     out: list[str] = []
 
