@@ -227,6 +227,8 @@ def test_reparse_reads_the_database_as_it_reads_a_folder(make_site, good_spec, t
     # the list pages, whose spec did not change, were left unread on both
     assert (pg["pages"], pg["unchanged_kind"]) == (sqlite["pages"], sqlite["unchanged_kind"])
     assert pg["unchanged_kind"] > 0
+    # both read the detail pages for `court` only (framework/crawl/narrow.py)
+    assert pg["narrow"] == sqlite["narrow"] > 0
 
     # a field the list pages carry into the details: the database refreshes the detail
     # rows' carried values as the folder does, and the details are read again

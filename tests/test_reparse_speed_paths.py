@@ -352,7 +352,7 @@ def test_a_reparse_that_cannot_start_its_workers_thaws_too(crawled, monkeypatch)
 
     spec, ws = crawled
 
-    def no_fork(job: Any, n: int) -> Any:
+    def no_fork(job: Any, n: int, narrow: Any = None) -> Any:
         raise OSError("fork failed")
 
     monkeypatch.setattr(reparse, "_Parser", no_fork)

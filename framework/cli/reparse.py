@@ -84,6 +84,13 @@ def reparse(job: str, workspace: str | None, processes: str, every_kind: bool, q
             f"change since they were read ({kinds}) left as they are; --all reads them too",
             err=True,
         )
+    if c["narrow"]:
+        fields = "; ".join(f"{k}: {', '.join(f)}" for k, f in sorted(result.narrow.items()))
+        click.echo(
+            f"{spec.name}: {counted(c['narrow'], 'stored page')} read for the fields whose spec "
+            f"changed ({fields}), the others taken from their items; --all reads them whole",
+            err=True,
+        )
     if result.nothing_extracted:
         raise Halted(
             f"{spec.name}: the spec extracts nothing from the stored pages (see the warnings"

@@ -41,8 +41,21 @@ _KIND_KEYS = frozenset({"list_", "detail", "pages"})
 
 def kind_fingerprints(job: CompiledJob) -> dict[str, str]:
     """The digest of every page kind and sub-tab kind of ``job``, by kind name."""
+    shared = shared_part(job)
+    out: dict[str, str] = {}
+    for name, section in kind_sections(job).items():
+        digest = section_digest(shared, section)
+        out[name] = digest
+        for tab in job.kinds[name].subtabs:
+            out[tab.kind] = digest
+    return out
+
+
+def shared_part(job: CompiledJob) -> bytes:
+    """What every kind's digest takes besides its own section: the code, the job-level
+    keys, the helper names and the extraction limits."""
     spec = job.spec
-    shared = _canonical(
+    return _canonical(
         {
             "code": code_digest(),
             "job": spec.model_dump(mode="json", exclude=set(_NOT_READ | _KIND_KEYS)),
@@ -52,14 +65,21 @@ def kind_fingerprints(job: CompiledJob) -> dict[str, str]:
             "max_body": job.guard.max_body,  # what a gzip sitemap may decompress to
         }
     )
-    out: dict[str, str] = {}
-    for name, kind in job.kinds.items():
-        section = _canonical({"kind": name, "spec": kind.spec.model_dump(mode="json")})
-        digest = hashlib.sha256(shared + b"\0" + section).hexdigest()[:32]
-        out[name] = digest
-        for tab in kind.subtabs:
-            out[tab.kind] = digest
-    return out
+
+
+def kind_sections(job: CompiledJob) -> dict[str, str]:
+    """Each page kind's own section of the spec, as the text its digest is made of. The
+    workspace keeps the one its pages were read with, so that a reparse can tell which
+    fields changed since (framework/crawl/narrow.py)."""
+    return {
+        name: _canonical({"kind": name, "spec": kind.spec.model_dump(mode="json")}).decode()
+        for name, kind in job.kinds.items()
+    }
+
+
+def section_digest(shared: bytes, section: str) -> str:
+    """The digest of a kind whose section is ``section``, the rest being ``shared``."""
+    return hashlib.sha256(shared + b"\0" + section.encode()).hexdigest()[:32]
 
 
 @functools.cache
@@ -98,4 +118,11 @@ def _canonical(value: Any) -> bytes:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str).encode()
 
 
-__all__ = ["code_digest", "kind_fingerprints", "source_digest"]
+__all__ = [
+    "code_digest",
+    "kind_fingerprints",
+    "kind_sections",
+    "section_digest",
+    "shared_part",
+    "source_digest",
+]

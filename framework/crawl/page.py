@@ -317,6 +317,8 @@ class CompiledSubtab:
         return self.fields.extract(Scope(url=response.url, selector=sel)).values
 
 
+# gives a record's fields from its scope in place of FieldExtractor.extract
+FieldsOf = Callable[[Scope], Extraction]
 _NO_VALUE: tuple[Any, ...] = (None, "", [], {})  # what `required_any` takes as no value
 
 
@@ -376,14 +378,21 @@ class CompiledKind:
 
     # ------------------------------------------------------------------ records
     def parse(
-        self, response: Response, carry: Mapping[str, Any], page_no: int, depth: int = 0
+        self,
+        response: Response,
+        carry: Mapping[str, Any],
+        page_no: int,
+        depth: int = 0,
+        fields: FieldsOf | None = None,
     ) -> PageResult:
-        """``depth``: the page's, in links from a start URL (for ``max_depth``)."""
+        """``depth``: the page's, in links from a start URL (for ``max_depth``).
+        ``fields``: what gives a record's fields instead of extracting them all (a
+        reparse that reads only the changed fields: framework/crawl/narrow.py)."""
         with page_budget(self.guard.limits):
             try:
                 if self.sitemap is not None:
                     return self._sitemap(response, carry, depth)
-                return self._parse(response, carry, page_no, depth)
+                return self._parse(response, carry, page_no, depth, fields)
             except (LimitExceeded, SitemapError, EmbeddedError) as exc:
                 raise PageError(str(exc)) from None
 
@@ -405,7 +414,12 @@ class CompiledKind:
         )
 
     def _parse(
-        self, response: Response, carry: Mapping[str, Any], page_no: int, depth: int = 0
+        self,
+        response: Response,
+        carry: Mapping[str, Any],
+        page_no: int,
+        depth: int = 0,
+        fields: FieldsOf | None = None,
     ) -> PageResult:
         result = PageResult()
         base = response.url
@@ -435,7 +449,7 @@ class CompiledKind:
         # records that are elements have their own links; data records do not
         per_record_follow = isinstance(self.spec.each, str) and not self.is_json
         for scope in scopes:
-            record = self._record(scope, carry)
+            record = self._record(scope, carry, fields)
             if self.spec.emits or self.spec.fields:
                 result.records.append(record)
             if per_record_follow and scope.selector is not None:
@@ -475,8 +489,10 @@ class CompiledKind:
             raise PageError(str(exc)) from None
         return out
 
-    def _record(self, scope: Scope, carry: Mapping[str, Any]) -> Record:
-        ext: Extraction = self.fields.extract(scope)
+    def _record(
+        self, scope: Scope, carry: Mapping[str, Any], fields: FieldsOf | None = None
+    ) -> Record:
+        ext: Extraction = self.fields.extract(scope) if fields is None else fields(scope)
         values = {**carry, **ext.values}
         self.guard.check_record(values, f"a record of {self.name!r}")
         helpers = self.helpers

@@ -20,6 +20,10 @@ change again. It takes the workspace's crawl lock: no crawl runs meanwhile.
 
 Speed, with the same result as reading the pages one by one:
 
+* A kind whose section of the spec changed only in some fields' specs is read field by
+  field: its pages' other fields are taken from their stored items
+  (:mod:`framework.crawl.narrow` says when that gives the same).
+
 * Commits are grouped: the outcomes of up to ``BATCH_PAGES`` pages (or ``BATCH_S``
   seconds of them) go in one transaction, in row order. A kill loses at most the
   group in hand: those rows keep what they had, no event speaks of them, and the next
@@ -44,11 +48,11 @@ import os
 import signal
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
@@ -57,8 +61,10 @@ from scrapy.responsetypes import responsetypes
 from w3lib.encoding import http_content_type_encoding, read_bom
 
 from framework import progress
-from framework.crawl.fingerprint import kind_fingerprints
-from framework.crawl.page import CompiledJob, PageResult
+from framework.crawl.fingerprint import kind_fingerprints, kind_sections
+from framework.crawl.narrow import Narrowing, StoredItemData, narrowed
+from framework.crawl.narrow import plan as narrow_plan
+from framework.crawl.page import CompiledJob, FieldsOf, PageResult
 from framework.crawl.runtime import CrawlRuntime, Limits, nothing_extracted
 from framework.errors import Checkpoint, UsageError, WorkspaceError
 from framework.extract.patterns import Limits as ExtractLimits
@@ -97,6 +103,8 @@ class ReparseResult:
     nothing_extracted: bool
     processes: int = 1
     unchanged_kinds: tuple[str, ...] = ()  # kinds whose pages were left unread
+    # kinds read field by field, and their fields whose spec changed
+    narrow: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 def rebuild(stored: StoredResponse) -> Response:
@@ -266,23 +274,36 @@ def reparse(
         )
     job, settings = _compile(spec)
     spec_hash = "sha256:" + hashlib.sha256(spec_path.read_bytes()).hexdigest()
+    digests = kind_fingerprints(job)
     with Workspace.open(workspace, create=False, readonly=True) as ws:
         ensure_whole(ws, deep=False)  # never build on a workspace that lost commits
         n = processes_for(processes, ws.store.responses_size()[0], sample)
+        # the kinds read field by field (framework/crawl/narrow.py); --all: none
+        narrow = (
+            {}
+            if every_kind
+            else narrow_plan(
+                job,
+                digests,
+                ws.read_with(),
+                ws.read_section,
+                int(ws.store.hold_counts()["total"]),
+            )
+        )
     # what start-up built lives as long as the run, and the workers forked next inherit
     # it: the collector stops walking it (framework/heap.py)
     with ExitStack() as stack:  # closed in reverse: the workspace, the workers, the heap
         heap = FrozenHeap()
         heap.freeze()
         stack.callback(heap.thaw)
-        parser = _Parser(job, n)  # forks now: before a connection or thread exists to copy
+        # forks now: before a connection or thread exists to copy
+        parser = _Parser(job, n, narrow)
         stack.callback(parser.close)
         ws = Workspace.open(workspace, create=False)
         stack.callback(ws.close)
         runtime = CrawlRuntime(ws, job, spec_hash, Limits(store_responses=False))
         with ws.lock("crawl"):
             every = progress.interval(progress_mode, settings.get(progress.INTERVAL_ENV))
-            digests = kind_fingerprints(job)
             unchanged = frozenset() if every_kind else _unchanged(ws, digests)
             return _run(runtime, ws, spec_hash, parser, progress_mode, every, digests, unchanged)
 
@@ -325,6 +346,7 @@ def _compile(spec: JobSpec) -> tuple[CompiledJob, dict[str, Any]]:
 
 # --------------------------------------------------------------------- parse
 Page = tuple[Row, StoredResponse]
+Items = dict[int, StoredItemData]  # the item linked to a row, for rows read field by field
 # What the parse of a page gives: the finished outcome when the page is an error or a
 # sub-tab's part, else the PageResult for the writer to turn into one.
 Parsed = Outcome | PageResult
@@ -346,18 +368,70 @@ class _ParseOnly:
 
 def parse(job: CompiledJob, row: Row, stored: StoredResponse) -> Parsed:
     """The crawl's parse of one stored page (see :class:`_ParseOnly`)."""
-    response = rebuild(stored)
+    return _whole(job, row, rebuild(stored))
+
+
+def _whole(job: CompiledJob, row: Row, response: Response) -> Parsed:
     return cast(Parsed, CrawlRuntime.outcome_for(cast(Any, _ParseOnly(job)), row, response))
 
 
+def parse_page(
+    job: CompiledJob,
+    narrow: Mapping[str, Narrowing],
+    row: Row,
+    stored: StoredResponse,
+    item: StoredItemData | None,
+) -> tuple[Parsed, bool]:
+    """A stored page read field by field where its kind and ``item`` (the one linked to
+    its row) allow (framework/crawl/narrow.py), else whole; and whether it was narrow."""
+    response = rebuild(stored)
+    narrowing = narrow.get(row.kind)
+    if narrowing is not None and row.status is RowStatus.OK and response.status < 400:
+        ctx = row.context
+        kind = job.kinds[row.kind]
+
+        def read(fields: FieldsOf) -> PageResult:
+            return kind.parse(
+                response,
+                ctx.get("carry", {}),
+                int(ctx.get("page", 1)),
+                depth=int(ctx.get("depth", 0)),
+                fields=fields,
+            )
+
+        result = narrowed(narrowing, item, read)
+        if result is not None:
+            if isinstance(response, TextResponse):
+                response._cached_selector = None  # as outcome_for does: no cycle kept
+            return result, True
+    # the tree a failed narrow read built is reused; outcome_for frees it
+    return _whole(job, row, response), False
+
+
 _WORKER_JOB: CompiledJob | None = None  # a worker's compiled spec, inherited at fork
+_WORKER_NARROW: Mapping[str, Narrowing] = {}  # and its kinds read field by field
 
 
-def _parse_chunk(pages: list[Page]) -> tuple[list[Parsed], float]:
-    """A worker's parse of ``pages``, and the CPU seconds it took (for the run's event)."""
+def _parse_pages(
+    job: CompiledJob, narrow: Mapping[str, Narrowing], pages: list[Page], items: Items
+) -> tuple[list[Parsed], list[bool]]:
+    """The parse of ``pages``, and for each whether it was read field by field."""
+    out: list[Parsed] = []
+    narrowed: list[bool] = []
+    for row, stored in pages:
+        parsed, was_narrow = parse_page(job, narrow, row, stored, items.get(row.id))
+        out.append(parsed)
+        narrowed.append(was_narrow)
+    return out, narrowed
+
+
+def _parse_chunk(pages: list[Page], items: Items) -> tuple[list[Parsed], list[bool], float]:
+    """A worker's parse of ``pages``, which were narrow, and the CPU seconds it took
+    (for the run's event)."""
     assert _WORKER_JOB is not None
     cpu = time.process_time()
-    return [parse(_WORKER_JOB, row, stored) for row, stored in pages], time.process_time() - cpu
+    parsed, narrowed = _parse_pages(_WORKER_JOB, _WORKER_NARROW, pages, items)
+    return parsed, narrowed, time.process_time() - cpu
 
 
 def _ignore_interrupts() -> None:
@@ -368,11 +442,11 @@ def _ignore_interrupts() -> None:
 class _Done:
     """A chunk parsed in this process, shaped like a worker's future."""
 
-    def __init__(self, value: list[Parsed]) -> None:
+    def __init__(self, value: tuple[list[Parsed], list[bool]]) -> None:
         self.value = value
 
-    def result(self) -> tuple[list[Parsed], float]:
-        return self.value, 0.0  # the CPU is this process's own
+    def result(self) -> tuple[list[Parsed], list[bool], float]:
+        return *self.value, 0.0  # the CPU is this process's own
 
 
 class _Parser:
@@ -380,13 +454,16 @@ class _Parser:
     results in submission order. A worker that dies (killed, out of memory) stops the
     run as a checkpoint: what was committed stays, the next reparse reads it all again."""
 
-    def __init__(self, job: CompiledJob, n: int) -> None:
-        global _WORKER_JOB
+    def __init__(
+        self, job: CompiledJob, n: int, narrow: Mapping[str, Narrowing] | None = None
+    ) -> None:
+        global _WORKER_JOB, _WORKER_NARROW
         self.job = job
         self.n = n
+        self.narrow: Mapping[str, Narrowing] = narrow or {}
         self._pool: ProcessPoolExecutor | None = None
         if n > 1:
-            _WORKER_JOB = job
+            _WORKER_JOB, _WORKER_NARROW = job, self.narrow
             self._pool = ProcessPoolExecutor(
                 n, mp_context=multiprocessing.get_context("fork"), initializer=_ignore_interrupts
             )
@@ -405,17 +482,37 @@ class _Parser:
             return 2 * self.n  # parsed at submission: nothing to keep busy
         return 2 * self.n + -(-BATCH_PAGES // CHUNK_PAGES)
 
-    def submit(self, pages: list[Page]) -> _Done | Future[tuple[list[Parsed], float]]:
+    def submit(
+        self, pages: list[Page], items: Items
+    ) -> _Done | Future[tuple[list[Parsed], list[bool], float]]:
         if self._pool is None:
-            return _Done([parse(self.job, row, stored) for row, stored in pages])
-        return self._pool.submit(_parse_chunk, pages)
+            return _Done(_parse_pages(self.job, self.narrow, pages, items))
+        return self._pool.submit(_parse_chunk, pages, items)
+
+    def items(self, ws: Workspace, pages: list[Page]) -> Items:
+        """The item linked to each row of ``pages`` that may be read field by field
+        (an ok row of a narrowed kind); a row with two or more items has none here."""
+        if not self.narrow:
+            return {}
+        ids = [r.id for r, _ in pages if r.kind in self.narrow and r.status is RowStatus.OK]
+        if not ids:
+            return {}
+        out: Items = {}
+        many: set[int] = set()
+        for row_id, key, data, parts in ws.store.items_of_rows(ids):
+            if row_id in out:
+                many.add(row_id)
+            out[row_id] = (key, data, parts)
+        for row_id in many:
+            del out[row_id]
+        return out
 
     def close(self) -> None:
-        global _WORKER_JOB
+        global _WORKER_JOB, _WORKER_NARROW
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None
-        _WORKER_JOB = None
+        _WORKER_JOB, _WORKER_NARROW = None, {}
 
 
 # ---------------------------------------------------------------------- run
@@ -454,11 +551,12 @@ class _Writer:
         self.linked: set[int] = set()
         self.read_ok: set[int] = set()
 
-    def page(self, row: Row, stored: StoredResponse, parsed: Parsed) -> None:
+    def page(self, row: Row, stored: StoredResponse, parsed: Parsed) -> bool:
+        """Take a parsed page; False: dropped as stale (read again in the next pass)."""
         runtime = self.runtime
         if self._stale(row):
             self.stale.add(row.id)
-            return
+            return False
         if isinstance(parsed, Outcome):
             outcome = parsed
             runtime.tab_read(row, stored.final_url, outcome)
@@ -480,6 +578,7 @@ class _Writer:
         self.group.append((row, outcome))
         if len(self.group) >= self.batch or time.monotonic() - self.started >= BATCH_S:
             self.flush()
+        return True
 
     def _stale(self, row: Row) -> bool:
         """Was ``row`` parsed with carried values its parent, read in this run, no
@@ -557,6 +656,12 @@ def _run(
         stored=stored,
         processes=parser.n,
         unchanged_kinds=sorted(unchanged),
+        # kinds read field by field: the fields whose spec changed
+        **(
+            {"narrow": {k: list(n.changed) for k, n in parser.narrow.items()}}
+            if parser.narrow
+            else {}
+        ),
     )
     logger.info(
         "reparse %s: %d stored pages (%.1f MB), %d process%s",
@@ -568,7 +673,8 @@ def _run(
     )
     carried = _carried(ws, unchanged)  # before this run's events: the last run's
     ws.record_spec(spec_hash)
-    ws.mark_read_with(digests)  # before any commit: a kill leaves both digests, read again
+    # before any commit: a kill leaves both digests, read again
+    ws.mark_read_with(digests, kind_sections(runtime.job))
     if unchanged:
         # A page read below may give rows of these kinds new carried values (carry.py),
         # which they are read again with later in this run: a kill in between must leave
@@ -576,7 +682,7 @@ def _run(
         # refreshed and skip the rows. The end of the run forgets the mark.
         ws.mark_read_with({kind: CARRY_PENDING for kind in unchanged})
     started = time.monotonic()
-    tally = {"pages": 0, "skipped": 0, "unknown": 0, "unchanged": 0}
+    tally = {"pages": 0, "skipped": 0, "unknown": 0, "unchanged": 0, "narrow": 0}
     writer = _Writer(runtime)
     meter = progress.Meter(
         f"reparse {spec.name}",
@@ -593,7 +699,7 @@ def _run(
     def finish_one() -> None:
         pages, pending, advance = in_flight.popleft()
         try:
-            results, cpu = pending.result()
+            results, narrowed, cpu = pending.result()
         except BrokenProcessPool:
             raise Checkpoint(
                 "a parse worker ended unexpectedly (killed? out of memory?): the pages "
@@ -601,13 +707,14 @@ def _run(
                 "parses in one process)"
             ) from None
         workers_cpu[0] += cpu
-        for (row, body), parsed in zip(pages, results, strict=True):
-            writer.page(row, body, parsed)
+        for (row, body), parsed, narrow in zip(pages, results, narrowed, strict=True):
+            if writer.page(row, body, parsed) and narrow:
+                tally["narrow"] += 1
             advance()
 
     def run_pass(chunks: Iterator[list[Page]], advance: Callable[[], None]) -> None:
         for chunk in chunks:
-            in_flight.append((chunk, parser.submit(chunk), advance))
+            in_flight.append((chunk, parser.submit(chunk, parser.items(ws, chunk)), advance))
             while len(in_flight) > parser.in_flight_max:
                 finish_one()
         while in_flight:
@@ -650,6 +757,8 @@ def _run(
         "newly_failed": writer.newly_failed,
         "skipped": skipped,
         "unchanged_kind": tally["unchanged"],
+        # pages read field by field (framework/crawl/narrow.py); the others whole
+        "narrow": tally["narrow"],
         # rows given new carried values by a page read again (list fields carried into
         # detail records): those with a stored page were read again with them
         "carry_refreshed": len(writer.refreshed_ever),
@@ -704,7 +813,14 @@ def _run(
             redact_url(unlinked["examples"][0]),
         )
     return ReparseResult(
-        spec.name, ws.path, counts, warnings, empty, parser.n, tuple(sorted(unchanged))
+        spec.name,
+        ws.path,
+        counts,
+        warnings,
+        empty,
+        parser.n,
+        tuple(sorted(unchanged)),
+        {k: n.changed for k, n in parser.narrow.items()},
     )
 
 

@@ -50,7 +50,7 @@ from framework.crawl.blocking import REASON_BLOCKED, Block, Detector
 from framework.crawl.changes import ChangeLimits
 from framework.crawl.drift import Drift
 from framework.crawl.findings import FOUND_NOTHING_EVENT, Findings
-from framework.crawl.fingerprint import kind_fingerprints
+from framework.crawl.fingerprint import kind_fingerprints, kind_sections
 from framework.crawl.group import BATCH, DB_WINDOW_MS, WINDOW_MS, GroupCommit
 from framework.crawl.page import CompiledJob, PageError, PageResult, Record
 from framework.crawl.politeness import RETRY_AFTER_MAX, backoff_delay
@@ -501,7 +501,7 @@ class CrawlRuntime:
         self.ws.record_spec(self.spec_hash)
         # before any page is read: `framework reparse` then knows these kinds' stored
         # pages may have been read with this spec (framework/crawl/fingerprint.py)
-        self.ws.mark_read_with(kind_fingerprints(self.job))
+        self.ws.mark_read_with(kind_fingerprints(self.job), kind_sections(self.job))
         self.drift.previous_fill(self._last_fill())
         if self._storing and self.limits.responses_budget:
             self._stored_bytes = store.responses_size()[1]

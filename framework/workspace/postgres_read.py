@@ -357,6 +357,20 @@ class PgReader(PgBase):
                     raise WorkspaceError(f"{self.where}: a stored response in codec {codec!r}")
                 yield row, StoredResponse(row.id, url, final_url, status, ctype, bytes(body), size)
 
+    def items_of_rows(self, row_ids: Collection[int]) -> list[tuple[int, str, str, str | None]]:
+        """As :meth:`SqliteReader.items_of_rows`."""
+        wanted = sorted(row_ids)
+        out: list[tuple[int, str, str, str | None]] = []
+        for start in range(0, len(wanted), CHUNK):
+            out.extend(
+                (int(r), k, d, p)
+                for r, k, d, p in self._conn().execute(
+                    "SELECT row_id, dedupe_key, data, parts FROM items WHERE row_id = ANY(%s)",
+                    (wanted[start : start + CHUNK],),
+                )
+            )
+        return out
+
     def responses_of(self, kinds: Collection[str]) -> int:
         """How many stored responses belong to rows of ``kinds``."""
         if not kinds:

@@ -301,6 +301,19 @@ class SqliteReader(SqliteBase):
             raise WorkspaceError(f"{self.path}: a stored response in codec {codec!r}")
         return row, StoredResponse(row.id, url, final_url, status, ctype, body, size)
 
+    def items_of_rows(self, row_ids: Collection[int]) -> list[tuple[int, str, str, str | None]]:
+        """``(row_id, dedupe_key, data, parts)`` of the items linked to ``row_ids``."""
+        out: list[tuple[int, str, str, str | None]] = []
+        for chunk in _chunks(sorted(row_ids), CHUNK):
+            out.extend(
+                self._conn().execute(
+                    "SELECT row_id, dedupe_key, data, parts FROM items "
+                    f"WHERE row_id IN ({_marks(len(chunk))})",
+                    chunk,
+                )
+            )
+        return out
+
     def responses_of(self, kinds: Collection[str]) -> int:
         """How many stored responses belong to rows of ``kinds``."""
         if not kinds or not self._has_responses():

@@ -29,6 +29,8 @@ EVENTS_FILE = "events.jsonl"
 SHIP_LOG_FILE = "ship-log.jsonl"
 SPEC_HISTORY_MAX = 100  # spec hashes kept in meta `spec_history`
 UNKNOWN = "unknown"  # the digest of pages read before digests were kept
+# meta keys `read_section:<digest>`: the spec section a kind read with that digest has
+READ_SECTION_META = "read_section:"
 
 
 class Workspace:
@@ -168,16 +170,27 @@ class Workspace:
     # (framework/crawl/fingerprint.py): adding one is an upsert of its own key, so
     # workers that start at once lose none, and a kind with exactly one key had every
     # stored page read with that digest.
-    def mark_read_with(self, digests: Mapping[str, str]) -> None:
+    def mark_read_with(
+        self, digests: Mapping[str, str], sections: Mapping[str, str] | None = None
+    ) -> None:
         """Before a run reads pages: it may read each kind's with ``digests[kind]``. In
         a workspace that stored pages before digests were kept, what those were read
         with is unknown: each kind also gets the digest ``UNKNOWN``, so the next reparse
-        reads them all."""
+        reads them all. ``sections``: the spec's section of each kind (by kind), kept by
+        digest, so that a later reparse can tell which of a kind's fields changed
+        (framework/crawl/narrow.py)."""
         now = utc_now()
         marks = {f"{READ_WITH_META}{k}:{d}": now for k, d in digests.items()}
         if not self.store.metas(READ_WITH_META) and self.store.responses_size()[0]:
             marks.update({f"{READ_WITH_META}{k}:{UNKNOWN}": now for k in digests})
+        for kind, section in (sections or {}).items():
+            if kind in digests:
+                marks[f"{READ_SECTION_META}{digests[kind]}"] = section
         self.store.set_metas(marks)
+
+    def read_section(self, digest: str) -> str | None:
+        """The spec section a kind's pages were read with under ``digest``, if kept."""
+        return self.store.get_meta(f"{READ_SECTION_META}{digest}")
 
     def read_with(self) -> dict[str, set[str]]:
         """The digests the stored pages of each kind may have been read with."""
@@ -190,12 +203,18 @@ class Workspace:
     def settle_read_with(self, digests: Mapping[str, str]) -> None:
         """After every stored page of these kinds was read with ``digests[kind]``:
         forget the others."""
-        stale = [
-            f"{READ_WITH_META}{kind}:{d}"
-            for kind, found in self.read_with().items()
-            if kind in digests
-            for d in found
-            if d != digests[kind]
+        stale: list[str] = []
+        used: set[str] = set()  # the digests some kind is still read with
+        for kind, found in self.read_with().items():
+            for d in found:
+                if kind in digests and d != digests[kind]:
+                    stale.append(f"{READ_WITH_META}{kind}:{d}")
+                else:
+                    used.add(d)
+        stale += [
+            key
+            for key in self.store.metas(READ_SECTION_META)
+            if key[len(READ_SECTION_META) :] not in used
         ]
         if stale:
             self.store.delete_metas(stale)

@@ -1,0 +1,164 @@
+"""A reparse that reads only the fields a spec edit changed (field by field).
+
+After a selector fix, ``framework reparse`` reads every stored page of the kind again,
+and most of a page's extraction is the fields the fix did not touch, whose values the
+stored item already holds. For a kind whose section of the spec changed *only in some
+fields' specs* since its stored pages were read (the workspace keeps the section each
+digest was made of: :meth:`Workspace.read_section`), a page is read with its record's
+fields taken from two places:
+
+* extracted from the page: the changed fields; the fields that may fall back (more than
+  one source, here or in a nested group), since which source gave a value is reported
+  per page (a layout drift) and the stored item does not say; the helper fields (never
+  part of an item);
+* the stored item: every other field.
+
+Everything else runs as in a whole read: the id and the dedupe key, the record's
+checks (``required_any``, the size limit), sub-tab requests, follow and next links,
+forms, change limits, findings and fill counts (:meth:`CompiledKind.parse` with
+``fields``). The result is the whole read's (``tests/test_reparse_narrow.py`` compares
+them), because an unchanged field's value depends only on the page, the field's spec and
+what every kind's digest shares (the code, the job-level keys, the extraction limits:
+checked by recomputing the old digest from the kept section), provided the stored item
+is what the last read of the stored page gave. Which holds when
+
+* every stored page of the kind was read with the one old digest (``read_with``),
+* no field of the old section has a change limit (a review rejected under one keeps an
+  item that its page no longer gives) and the workspace holds no candidate at all (an
+  ``invalid`` hold keeps the last good item beside a page that gives another),
+* the row is ok, exactly one item is linked to it, the record the page gives now has
+  that item's key, the item has every field taken from it and no sub-tab part is named
+  like a field.
+
+A page that fails a per-page condition is read whole (:func:`narrowed`); a kind that
+fails another is read whole; ``framework reparse --all`` reads every page whole.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from framework.crawl.fingerprint import kind_sections, section_digest, shared_part
+from framework.crawl.page import CompiledJob, FieldsOf, PageResult
+from framework.extract.fields import Extraction, FieldExtractor, Scope
+from framework.spec.models import FieldSpec
+
+__all__ = ["Narrowing", "StoredItemData", "narrowed", "plan"]
+
+# (dedupe_key, data, parts) of the item linked to a row, data and parts as stored (JSON)
+StoredItemData = tuple[str, str, str | None]
+
+
+@dataclass(frozen=True)
+class Narrowing:
+    """How one kind's pages are read field by field."""
+
+    kind: str
+    changed: tuple[str, ...]  # the fields whose spec changed
+    read: tuple[str, ...]  # the fields extracted from the page (changed ones included)
+    names: tuple[str, ...]  # every field of the kind, in the spec's order
+    extractor: FieldExtractor  # of `read`
+
+    def fields_of(self, stored: Mapping[str, Any]) -> FieldsOf:
+        """The record's fields: those of ``read`` from the page, the others from
+        ``stored`` (the item's data), in the spec's order, as a whole read has them."""
+
+        def fields(scope: Scope) -> Extraction:
+            got = self.extractor.extract(scope)
+            values = {n: got.values[n] if n in got.values else stored[n] for n in self.names}
+            # the fields not read found their values and broke no rule when last read:
+            # what they would add to these lists is nothing
+            return Extraction(values, got.missing, got.fallbacks, got.errors, got.violations)
+
+        return fields
+
+
+def plan(
+    job: CompiledJob,
+    digests: Mapping[str, str],
+    read_with: Mapping[str, set[str]],
+    section_of: Callable[[str], str | None],
+    holds: int,
+) -> dict[str, Narrowing]:
+    """The kinds of ``job`` whose stored pages can be read field by field, by kind:
+    ``digests`` are the kinds' digests now, ``read_with`` what their stored pages were
+    read with, ``section_of`` the kept section of a digest, ``holds`` how many
+    candidates the workspace holds."""
+    if holds:
+        return {}
+    shared = shared_part(job)
+    sections = kind_sections(job)
+    out: dict[str, Narrowing] = {}
+    for name, kind in job.kinds.items():
+        before = read_with.get(name, set())
+        if len(before) != 1:
+            continue
+        (old_digest,) = before
+        if old_digest == digests[name]:
+            continue  # unchanged: not read at all
+        old_section = section_of(old_digest)
+        if old_section is None or section_digest(shared, old_section) != old_digest:
+            continue  # unknown, or something beyond the section changed too
+        spec = kind.spec
+        if spec.each is not None or kind.sitemap is not None or kind.id is None or not spec.fields:
+            continue  # a record per page, with a key: one item per row
+        old = json.loads(old_section)["spec"]
+        new = json.loads(sections[name])["spec"]
+        old_fields, new_fields = old.pop("fields", {}), new.pop("fields", {})
+        if old != new or set(old_fields) != set(new_fields):
+            continue  # (the section's keys are sorted: an order is no change)
+        if any(f.get("frozen") or f.get("max_change") is not None for f in old_fields.values()):
+            continue
+        changed = tuple(n for n in spec.fields if new_fields[n] != old_fields[n])
+        if not changed:
+            continue
+        read = tuple(
+            n for n, f in spec.fields.items() if n in changed or f.helper or _may_fall_back(f)
+        )
+        out[name] = Narrowing(
+            kind=name,
+            changed=changed,
+            read=read,
+            names=tuple(spec.fields),
+            extractor=FieldExtractor(
+                {n: spec.fields[n] for n in read},
+                json=kind.is_json,
+                languages=job.spec.languages,
+            ),
+        )
+    return out
+
+
+def _may_fall_back(spec: FieldSpec) -> bool:
+    return len(spec.sources) > 1 or any(_may_fall_back(f) for f in (spec.fields or {}).values())
+
+
+def narrowed(
+    narrowing: Narrowing, item: StoredItemData | None, parse: Callable[[FieldsOf], Any]
+) -> PageResult | None:
+    """The page read field by field (``parse``: the kind's parse with the fields given),
+    or None where the stored item cannot stand for the fields not read: the caller then
+    reads the page whole. Any failure of the narrow read is left to the whole read too,
+    which fails the same way and says so."""
+    if item is None:
+        return None
+    key, raw, parts = item
+    data = json.loads(raw)
+    if not isinstance(data, dict):
+        return None
+    if any(n not in data for n in narrowing.names if n not in narrowing.read):
+        return None
+    if parts and set(json.loads(parts)).intersection(narrowing.names):
+        return None
+    try:
+        result = parse(narrowing.fields_of(data))
+    except Exception:  # the whole read meets it again and reports it
+        return None
+    if not isinstance(result, PageResult) or len(result.records) != 1:
+        return None
+    if result.records[0].dedupe_key != key:
+        return None  # the item is another page's record (or this one's lost its key)
+    return result
