@@ -57,7 +57,8 @@ def _rows(ws: Path) -> list[tuple[Any, ...]]:
 
 def _finished(ws: Path) -> dict[str, Any]:
     done = [e for e in events(ws) if e["event"] == "reparse_finished"][-1]
-    return {k: v for k, v in done.items() if k not in ("time", "duration_s", "cpu_s", "processes")}
+    where = ("time", "duration_s", "cpu_s", "processes", "chunks")  # how, not what
+    return {k: v for k, v in done.items() if k not in where}
 
 
 def _reparse(spec: Path, ws: Path, *args: str, batch: int | None = None):
@@ -359,3 +360,36 @@ def test_a_reparse_that_cannot_start_its_workers_thaws_too(crawled, monkeypatch)
     with pytest.raises(OSError, match="fork failed"):
         reparse.reparse(spec, ws, processes=2)
     assert gc.get_freeze_count() == 0
+
+
+def test_the_writer_parses_what_a_slow_worker_has_not_started(
+    crawled, tmp_path, monkeypatch
+) -> None:
+    """With one worker slowed down, the writing process takes back the chunks no worker
+    has started rather than wait, and parses them itself: the same items, rows and
+    counts as a reparse in one process, the chunks parsed on both sides."""
+    from framework.crawl import reparse
+
+    spec, ws = crawled
+    one = tmp_path / "one"
+    shutil.copytree(ws, one)
+    assert _reparse(spec, one, "--processes", "1").returncode == 0
+    parse_chunk = reparse._parse_chunk
+
+    def slow(*args: Any) -> Any:  # runs in the forked worker, which inherits the patch
+        time.sleep(0.2)
+        return parse_chunk(*args)
+
+    # found by the worker under the original's name, as the pool pickles it by name
+    slow.__module__, slow.__qualname__ = parse_chunk.__module__, parse_chunk.__qualname__
+    monkeypatch.setattr(reparse, "_parse_chunk", slow)
+    monkeypatch.setattr(reparse, "CHUNK_PAGES", 8)  # more chunks than the worker can take
+    reparse.reparse(spec, ws, processes=2)
+    done = [e for e in events(ws) if e["event"] == "reparse_finished"][-1]
+    assert done["processes"] == 2
+    assert done["chunks"]["writer"] > 0
+    assert done["chunks"]["workers"] > 0
+    assert workspace_items(ws) == workspace_items(one)
+    assert item_hashes(ws) == item_hashes(one)
+    assert _rows(ws) == _rows(one)
+    assert _finished(ws) == _finished(one)

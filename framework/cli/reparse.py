@@ -26,8 +26,8 @@ from framework.project import find_root, resolve_job
     default="auto",
     show_default=True,
     metavar="N|auto",
-    help="processes that parse the pages (one writes); auto: one per idle core (measured "
-    "now, over 0.1 s), 1 for fewer than 1,000 stored pages",
+    help="processes that parse the pages, the one that writes among them; auto: one per "
+    "idle core (measured now, over 0.1 s), 1 for fewer than 1,000 stored pages",
 )
 @click.option(
     "--all",

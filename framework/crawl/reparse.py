@@ -448,11 +448,17 @@ class _Done:
     def result(self) -> tuple[list[Parsed], list[bool], float]:
         return *self.value, 0.0  # the CPU is this process's own
 
+    def done(self) -> bool:
+        return True
+
 
 class _Parser:
-    """Parses chunks of pages in ``n`` forked worker processes (none when ``n`` is 1),
-    results in submission order. A worker that dies (killed, out of memory) stops the
-    run as a checkpoint: what was committed stays, the next reparse reads it all again."""
+    """Parses chunks of pages in ``n`` processes: ``n - 1`` forked workers and the
+    writing process, which parses a chunk no worker has started whenever it would
+    otherwise wait for a worker's (see ``_run``): a third process on two cores would
+    only share them, and every page it parses crosses a pipe twice. Results in
+    submission order. A worker that dies (killed, out of memory) stops the run as a
+    checkpoint: what was committed stays, the next reparse reads it all again."""
 
     def __init__(
         self, job: CompiledJob, n: int, narrow: Mapping[str, Narrowing] | None = None
@@ -465,7 +471,9 @@ class _Parser:
         if n > 1:
             _WORKER_JOB, _WORKER_NARROW = job, self.narrow
             self._pool = ProcessPoolExecutor(
-                n, mp_context=multiprocessing.get_context("fork"), initializer=_ignore_interrupts
+                n - 1,
+                mp_context=multiprocessing.get_context("fork"),
+                initializer=_ignore_interrupts,
             )
             # with fork, the first task starts every worker: now, while this process
             # has no SQLite connection or thread for them to inherit
@@ -474,19 +482,38 @@ class _Parser:
     @property
     def in_flight_max(self) -> int:
         """Chunks submitted and not yet taken by the writer: enough that no worker waits,
-        bounded memory (~1,000 pages with two workers). A flush commits up to
+        bounded memory (~650 pages with one worker). A flush commits up to
         ``BATCH_PAGES`` outcomes and submits nothing meanwhile: the workers need that
         many pages queued beyond their own two chunks each to stay busy through it
-        (with 2 per worker alone they idled: ~7% of a reparse's wall time)."""
+        (with 2 per worker alone they idled: ~7% of a reparse's wall time). Queued
+        chunks cost nothing when the writer has time: it takes them back (``_run``)."""
         if self._pool is None:
             return 2 * self.n  # parsed at submission: nothing to keep busy
-        return 2 * self.n + -(-BATCH_PAGES // CHUNK_PAGES)
+        return 2 * (self.n - 1) + -(-BATCH_PAGES // CHUNK_PAGES)
+
+    def idle(self, pending: Any) -> bool:
+        """Would taking ``pending`` (the oldest chunk in flight) wait for a worker?"""
+        return self._pool is not None and not pending.done()
+
+    @staticmethod
+    def waiting(pending: Any) -> bool:
+        """Is ``pending`` a chunk no worker has taken yet (it may be taken back)?"""
+        return isinstance(pending, Future) and not (pending.running() or pending.done())
+
+    @staticmethod
+    def take_back(pending: Any) -> bool:
+        """Withdraw ``pending`` from the workers; False when one took it meanwhile."""
+        return isinstance(pending, Future) and pending.cancel()
+
+    def here(self, pages: list[Page], items: Items) -> _Done:
+        """Parse ``pages`` in this process, now."""
+        return _Done(_parse_pages(self.job, self.narrow, pages, items))
 
     def submit(
         self, pages: list[Page], items: Items
     ) -> _Done | Future[tuple[list[Parsed], list[bool], float]]:
         if self._pool is None:
-            return _Done(_parse_pages(self.job, self.narrow, pages, items))
+            return self.here(pages, items)
         return self._pool.submit(_parse_chunk, pages, items)
 
     def items(self, ws: Workspace, pages: list[Page]) -> Items:
@@ -692,12 +719,14 @@ def _run(
         every=every,
         detail=lambda: _progress_detail(runtime),
     )
-    in_flight: deque[tuple[list[Page], Any, Callable[[], None]]] = deque()
+    # chunks in flight, oldest first: [pages, their items, the parse, advance]
+    in_flight: deque[list[Any]] = deque()
     workers_cpu = [0.0]
+    chunks = {"writer": 0, "workers": 0}  # where the chunks were parsed
     cpu = time.process_time()
 
     def finish_one() -> None:
-        pages, pending, advance = in_flight.popleft()
+        pages, _, pending, advance = in_flight.popleft()
         try:
             results, narrowed, cpu = pending.result()
         except BrokenProcessPool:
@@ -707,18 +736,35 @@ def _run(
                 "parses in one process)"
             ) from None
         workers_cpu[0] += cpu
+        chunks["writer" if isinstance(pending, _Done) else "workers"] += 1
         for (row, body), parsed, narrow in zip(pages, results, narrowed, strict=True):
             if writer.page(row, body, parsed) and narrow:
                 tally["narrow"] += 1
             advance()
 
+    def take_back(reserve: int) -> bool:
+        """Parse here the newest chunk no worker has started, if more than ``reserve``
+        wait to be started (those keep the workers fed); whether one was."""
+        waiting = [e for e in in_flight if parser.waiting(e[2])]
+        if len(waiting) <= reserve or not parser.take_back(waiting[-1][2]):
+            return False
+        waiting[-1][2] = parser.here(waiting[-1][0], waiting[-1][1])
+        return True
+
+    def settle(most: int, reserve: int) -> None:
+        """Take results until at most ``most`` chunks are in flight; rather than wait
+        for a worker's, parse a chunk here."""
+        while len(in_flight) > most:
+            if parser.idle(in_flight[0][2]) and take_back(reserve):
+                continue
+            finish_one()
+
     def run_pass(chunks: Iterator[list[Page]], advance: Callable[[], None]) -> None:
         for chunk in chunks:
-            in_flight.append((chunk, parser.submit(chunk, parser.items(ws, chunk)), advance))
-            while len(in_flight) > parser.in_flight_max:
-                finish_one()
-        while in_flight:
-            finish_one()
+            items = parser.items(ws, chunk)
+            in_flight.append([chunk, items, parser.submit(chunk, items), advance])
+            settle(parser.in_flight_max, reserve=1)
+        settle(0, reserve=0)  # the last ones: whoever is free parses them
         writer.flush()
         tally["pages"] -= len(writer.stale)  # parsed, dropped: read again below
 
@@ -792,6 +838,7 @@ def _run(
             "writer": round(time.process_time() - cpu, 3),
             "workers": round(workers_cpu[0], 3),
         },
+        chunks=chunks,  # of CHUNK_PAGES pages: how many each side parsed
         counts=counts,
         items=items,
         warnings=warnings + carried["warnings"],
