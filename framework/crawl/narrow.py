@@ -146,14 +146,14 @@ def narrowed(
     if item is None:
         return None
     key, raw, parts = item
-    data = json.loads(raw)
-    if not isinstance(data, dict):
-        return None
-    if any(n not in data for n in narrowing.names if n not in narrowing.read):
-        return None
-    if parts and set(json.loads(parts)).intersection(narrowing.names):
-        return None
     try:
+        data = json.loads(raw)
+        if not isinstance(data, dict):
+            return None
+        if any(n not in data for n in narrowing.names if n not in narrowing.read):
+            return None
+        if parts and set(json.loads(parts)).intersection(narrowing.names):
+            return None
         result = parse(narrowing.fields_of(data))
     except Exception:  # the whole read meets it again and reports it
         return None
