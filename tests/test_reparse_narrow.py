@@ -277,3 +277,47 @@ def test_the_sections_kept_are_the_spec_s_own(tmp_path) -> None:
     assert json.loads(sections["detail"])["spec"]["fields"]["court"]["sources"] == [
         {"kind": "css", "expr": ".court::text"}
     ]
+
+
+def test_a_carried_field_and_a_detail_field_fixed_together_give_a_whole_read_s_items(
+    broken, tmp_path
+) -> None:
+    """The list's `status` (carried into every detail record) and the detail's `court`
+    fixed at once: the list pages are read whole and refresh the detail rows' carried
+    values, the detail pages are read field by field with the refreshed values."""
+    spec, ws, _ = broken
+    text = spec.read_text(encoding="utf-8")
+    assert 'status: "td.status::text"' in text
+    spec.write_text(text.replace('"td.status::text"', '"td.state::text"'), encoding="utf-8")
+    whole = tmp_path / "whole"
+    shutil.copytree(ws, whole)
+    done = _reparse(spec, ws)
+    _reparse(spec, whole, "--all")
+    assert done["reparse_started"]["narrow"] == {"detail": ["court"]}
+    assert done["reparse_finished"]["counts"]["narrow"] > 0
+    assert done["reparse_finished"]["counts"]["carry_refreshed"] > 0
+    items = workspace_items(ws)
+    assert items == workspace_items(whole)
+    assert {i["status"] for i in items.values()} == {None}  # the new carried value
+    assert all(i["court"] for i in items.values())
+    assert item_hashes(ws) == item_hashes(whole)
+    assert _rows(ws) == _rows(whole)
+
+
+def test_a_workspace_that_holds_candidates_is_read_whole(make_site, tmp_path) -> None:
+    site = make_site()
+    spec = write_good_spec("cases", site.url, tmp_path)
+    text = spec.read_text(encoding="utf-8")
+    # a rule some records break: they are held, not stored
+    ruled = text.replace('room: ".room::text"', 'room: {css: ".room::text", pattern: "1$"}')
+    assert ruled != text
+    spec.write_text(ruled.replace(FIXED, BROKEN), encoding="utf-8")
+    ws = tmp_path / "ws"
+    assert run_cli("crawl", str(spec), "--workspace", str(ws), "-q").returncode == 4
+    with sqlite3.connect(ws / "state.sqlite") as conn:
+        assert conn.execute("SELECT count(*) FROM holds").fetchone()[0] > 0
+    spec.write_text(ruled, encoding="utf-8")
+    done = _reparse(spec, ws, code=0)
+    assert "narrow" not in done["reparse_started"]
+    assert done["reparse_finished"]["counts"]["narrow"] == 0
+    assert done["reparse_finished"]["counts"]["items_changed"] > 0
