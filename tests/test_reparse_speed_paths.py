@@ -176,39 +176,39 @@ def test_how_many_processes_parse() -> None:
 def test_idle_cores_are_measured_now_not_over_the_last_minute(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from framework.crawl import reparse
+    from framework.crawl import cores as sampling
 
     # the real machine: a share of its cores, whatever else runs
     cores = len(os.sched_getaffinity(0))
-    assert 0.0 <= reparse.idle_cores(cores, window=0.05) <= cores
+    assert 0.0 <= sampling.idle_cores(cores, window=0.05) <= cores
     # the arithmetic, on two readings of /proc/stat 0.1 s apart: 300 busy and 100 idle
     # ticks since the first reading are a quarter idle, whatever the load average says
     readings = iter([(1_000, 5_000), (1_300, 5_100)])
-    monkeypatch.setattr(reparse, "_cpu_times", lambda: next(readings))
-    monkeypatch.setattr(reparse.os, "getloadavg", lambda: (0.0, 0.0, 0.0))
-    assert reparse.idle_cores(4, window=0.0) == pytest.approx(1.0)
+    monkeypatch.setattr(sampling, "_cpu_times", lambda: next(readings))
+    monkeypatch.setattr(sampling.os, "getloadavg", lambda: (0.0, 0.0, 0.0))
+    assert sampling.idle_cores(4, window=0.0) == pytest.approx(1.0)
     readings = iter([(1_000, 5_000), (1_000, 5_400)])  # nothing else ran: all idle
-    assert reparse.idle_cores(2, window=0.0) == pytest.approx(2.0)
+    assert sampling.idle_cores(2, window=0.0) == pytest.approx(2.0)
     # measured from a sample taken at start-up: the window is already over (no sleep),
     # and the 100 ticks this process spent starting up (1 s) are its own, not another
     # program's: 300 busy ticks of which 100 ours, 100 idle: half the cores are free
     readings = iter([(1_000, 5_000), (1_300, 5_100)])
     own = iter([10.0, 11.0])
-    monkeypatch.setattr(reparse, "_own_cpu", lambda: next(own))
-    monkeypatch.setattr(reparse, "_TICKS_PER_S", 100)
-    sample = reparse.CoreSample()
+    monkeypatch.setattr(sampling, "_own_cpu", lambda: next(own))
+    monkeypatch.setattr(sampling, "_TICKS_PER_S", 100)
+    sample = sampling.CoreSample()
     slept: list[float] = []
-    monkeypatch.setattr(reparse.time, "sleep", slept.append)
+    monkeypatch.setattr(sampling.time, "sleep", slept.append)
     sample.at -= 1.0  # taken a second ago
-    assert reparse.idle_cores(4, since=sample) == pytest.approx(2.0)
+    assert sampling.idle_cores(4, since=sample) == pytest.approx(2.0)
     assert slept == []
     readings = iter([(1_000, 5_000), (1_050, 5_050)])  # ours can never exceed the busy
     own = iter([10.0, 12.0])
-    assert reparse.idle_cores(2, window=0.0) == pytest.approx(2.0)
-    monkeypatch.setattr(reparse, "_own_cpu", lambda: 0.0)
-    monkeypatch.setattr(reparse, "_cpu_times", lambda: None)  # no /proc: the load average
-    monkeypatch.setattr(reparse.os, "getloadavg", lambda: (1.5, 0.0, 0.0))
-    assert reparse.idle_cores(2) == pytest.approx(0.5)
+    assert sampling.idle_cores(2, window=0.0) == pytest.approx(2.0)
+    monkeypatch.setattr(sampling, "_own_cpu", lambda: 0.0)
+    monkeypatch.setattr(sampling, "_cpu_times", lambda: None)  # no /proc: the load average
+    monkeypatch.setattr(sampling.os, "getloadavg", lambda: (1.5, 0.0, 0.0))
+    assert sampling.idle_cores(2) == pytest.approx(0.5)
 
 
 def test_a_stored_page_is_inflated_where_it_is_parsed() -> None:

@@ -46,6 +46,11 @@ def reparse(job: str, workspace: str | None, processes: str, every_kind: bool, q
 
     Exit 0; 4 when the spec now extracts nothing, or pages that were read before now
     fail (see `framework status`); 2 on a bad call or a workspace with no stored pages."""
+    from framework.crawl.cores import CoreSample
+
+    # before the imports below (~0.3 s): they are the window `--processes auto`
+    # measures the idle cores over, instead of a sleep
+    started = CoreSample()
     from framework.crawl.reparse import reparse as run
     from framework.spec import load_spec
 
@@ -59,7 +64,9 @@ def reparse(job: str, workspace: str | None, processes: str, every_kind: bool, q
     log.addHandler(handler)
     log.setLevel(logging.WARNING if quiet else logging.INFO)
     try:
-        result = run(spec_path, path, progress.mode(quiet), _processes(processes), every_kind)
+        result = run(
+            spec_path, path, progress.mode(quiet), _processes(processes), every_kind, started
+        )
     finally:
         log.removeHandler(handler)
     c = result.counts

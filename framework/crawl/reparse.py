@@ -61,6 +61,7 @@ from scrapy.responsetypes import responsetypes
 from w3lib.encoding import http_content_type_encoding, read_bom
 
 from framework import progress
+from framework.crawl.cores import CoreSample, idle_cores
 from framework.crawl.fingerprint import kind_fingerprints, kind_sections
 from framework.crawl.narrow import Narrowing, StoredItemData, narrowed
 from framework.crawl.narrow import plan as narrow_plan
@@ -187,85 +188,22 @@ def processes_for(wanted: int | str, pages: int, since: CoreSample | None = None
     return n
 
 
-class CoreSample:
-    """The machine's CPU clock ticks (``/proc/stat``) and this process's CPU time at one
-    moment. Taken when a reparse starts, so that the window :func:`idle_cores` measures
-    is the start-up the reparse spends anyway (loading the spec, checking the
-    workspace) rather than a sleep."""
-
-    def __init__(self) -> None:
-        self.at = time.monotonic()
-        self.ticks = _cpu_times()
-        self.own = _own_cpu()
-
-
-def idle_cores(cores: int, window: float = 0.1, since: CoreSample | None = None) -> float:
-    """How many of ``cores`` are idle now: the machine's idle share over at least
-    ``window`` seconds from ``since`` (a sample taken now if None; the rest of the
-    window is slept) times ``cores``. The CPU this process spent in the window counts
-    as idle: it is the reparse's own start-up, not another program. The load average
-    would say what the last minute was: right after a crawl of the same pages (the
-    usual moment for a reparse) it counts a core the crawl no longer uses. Without
-    ``/proc`` (not Linux), the load average is all there is."""
-    first = since if since is not None else CoreSample()
-    if first.ticks is None:
-        try:
-            return cores - os.getloadavg()[0]
-        except (AttributeError, OSError):  # no load average either: take every core
-            return float(cores)
-    rest = window - (time.monotonic() - first.at)
-    if rest > 0:
-        time.sleep(rest)
-    second = _cpu_times()
-    if second is None:  # pragma: no cover - /proc/stat vanished between two reads
-        return float(cores)
-    busy = second[0] - first.ticks[0]
-    idle = second[1] - first.ticks[1]
-    own = min(busy, max(0, round((_own_cpu() - first.own) * _TICKS_PER_S)))
-    busy, idle = busy - own, idle + own
-    if busy + idle <= 0:
-        return float(cores)
-    return cores * idle / (busy + idle)
-
-
-def _own_cpu() -> float:
-    return time.process_time()
-
-
-try:
-    _TICKS_PER_S = os.sysconf("SC_CLK_TCK")  # the unit of /proc/stat
-except (AttributeError, ValueError, OSError):  # pragma: no cover - not POSIX
-    _TICKS_PER_S = 100
-
-
-def _cpu_times() -> tuple[int, int] | None:
-    """(busy, idle) clock ticks of the whole machine since boot, from ``/proc/stat``."""
-    try:
-        with open("/proc/stat", encoding="ascii") as fh:
-            fields = fh.readline().split()
-    except OSError:
-        return None
-    if not fields or fields[0] != "cpu":
-        return None
-    ticks = [int(v) for v in fields[1:]]
-    idle = ticks[3] + (ticks[4] if len(ticks) > 4 else 0)  # idle + iowait
-    # guest time is already counted in user/nice: the first eight fields only
-    return sum(ticks[:8]) - idle, idle
-
-
 def reparse(
     spec_path: Path,
     workspace: Path | str,
     progress_mode: str | None = None,
     processes: int | str = 1,
     every_kind: bool = False,
+    since: CoreSample | None = None,
 ) -> ReparseResult:
     """Read the stored pages of the job's workspace again with the spec at
     ``spec_path``; commit what it gives. Blocks until done; no network.
     ``progress_mode``: see :func:`framework.progress.mode` (None: no progress);
     ``processes``: a number or ``auto`` (see :func:`processes_for`); ``every_kind``:
-    read the pages of kinds whose digest did not change too (see :func:`_unchanged`)."""
-    sample = CoreSample()  # for `auto`: the start-up below is the measuring window
+    read the pages of kinds whose digest did not change too (see :func:`_unchanged`);
+    ``since``: a sample of the cores taken when the command started (for ``auto``: the
+    window it measures, framework/crawl/cores.py), else one is taken now."""
+    sample = since or CoreSample()  # for `auto`: the start-up is the measuring window
     spec = load_spec(spec_path)
     # a database URL (str) is checked by its read-only open below
     if isinstance(workspace, Path) and not (workspace / STATE_FILE).is_file():
