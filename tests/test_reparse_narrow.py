@@ -197,7 +197,7 @@ detail:
 """
 
 
-def _plan(tmp_path: Path, old: str, new: str, holds: int = 0) -> dict[str, narrow.Narrowing]:
+def _plan(tmp_path: Path, old: str, new: str, holds: int = 0) -> narrow.Plan:
     def job(text: str, name: str) -> CompiledJob:
         path = tmp_path / f"{name}.yaml"
         path.write_text(text, encoding="utf-8")
@@ -218,23 +218,29 @@ def _plan(tmp_path: Path, old: str, new: str, holds: int = 0) -> dict[str, narro
 def test_the_plan_reads_the_changed_fields_those_that_fall_back_and_helpers(tmp_path) -> None:
     plan = _plan(tmp_path, SPEC, SPEC.replace('".court::text"', '".court-name::text"'))
     assert list(plan) == ["detail"]
+    assert plan.whole == {}  # the list kind did not change: it is not read at all
     assert plan["detail"].changed == ("court",)
     assert plan["detail"].read == ("court", "amount", "ref")
     assert plan["detail"].names == ("title", "court", "amount", "ref")
 
 
 @pytest.mark.parametrize(
-    ("edit", "why"),
+    ("edit", "said"),
     [
-        (('  id: {css: "#id::text"', '  id: {css: "#id2::text"'), "the id"),
-        (("    ref: {", "    extra: h2::text\n    ref: {"), "a field added"),
-        (("source_type: t", "source_type: u"), "a job-level key"),
+        (
+            ('  id: {css: "#id::text"', '  id: {css: "#id2::text"'),
+            "more than its fields changed (id)",
+        ),
+        (("    ref: {", "    extra: h2::text\n    ref: {"), "fields were added or removed (extra)"),
+        (("source_type: t", "source_type: u"), "more than its section changed since"),
     ],
 )
-def test_a_change_beyond_some_fields_is_read_whole(tmp_path, edit, why) -> None:
+def test_a_change_beyond_some_fields_is_read_whole(tmp_path, edit, said) -> None:
     new = SPEC.replace(*edit).replace('".court::text"', '".court-name::text"')
-    assert new != SPEC.replace('".court::text"', '".court-name::text"'), why
-    assert _plan(tmp_path, SPEC, new) == {}, why
+    assert new != SPEC.replace('".court::text"', '".court-name::text"'), said
+    plan = _plan(tmp_path, SPEC, new)
+    assert plan == {}, said
+    assert plan.whole["detail"].startswith(said)  # and says why
 
 
 def test_no_narrow_read_where_the_old_spec_had_a_change_limit_or_candidates_are_held(
@@ -244,9 +250,13 @@ def test_no_narrow_read_where_the_old_spec_had_a_change_limit_or_candidates_are_
         '"h1::text", required: true}', '"h1::text", required: true, frozen: true}'
     )
     fixed = limited.replace('".court::text"', '".court-name::text"')
-    assert _plan(tmp_path, limited, fixed) == {}  # a rejected review keeps an older item
+    plan = _plan(tmp_path, limited, fixed)
+    assert plan == {}  # a rejected review keeps an older item
+    assert plan.whole["detail"].startswith("a field had a change limit when its pages were read")
     fix = SPEC.replace('".court::text"', '".court-name::text"')
-    assert _plan(tmp_path, SPEC, fix, holds=1) == {}
+    plan = _plan(tmp_path, SPEC, fix, holds=1)
+    assert plan == {}
+    assert plan.whole["detail"].startswith("the workspace holds 1 candidate item for review")
     assert list(_plan(tmp_path, SPEC, fix)) == ["detail"]
 
 
@@ -258,14 +268,24 @@ def test_no_narrow_read_without_the_section_the_pages_were_read_with(tmp_path) -
     old.write_text(SPEC, encoding="utf-8")
     digests = kind_fingerprints(CompiledJob(load_spec(old)))
     read_with = {k: {d} for k, d in digests.items()}
-    assert narrow.plan(now, kind_fingerprints(now), read_with, lambda d: None, 0) == {}
+    plan = narrow.plan(now, kind_fingerprints(now), read_with, lambda d: None, 0)
+    assert plan == {}
+    assert plan.whole == {
+        "detail": "the spec its pages were read with is not kept (read before this version)"
+    }
     # two digests: some pages were read with one, some with the other
     two = {k: {d, "unknown"} for k, d in digests.items()}
     sections = {digests[k]: s for k, s in kind_sections(CompiledJob(load_spec(old))).items()}
-    assert narrow.plan(now, kind_fingerprints(now), two, sections.get, 0) == {}
+    plan = narrow.plan(now, kind_fingerprints(now), two, sections.get, 0)
+    assert plan == {}
+    assert (
+        plan.whole["detail"] == "its stored pages were read with 2 different versions of the spec"
+    )
     # a section that does not make the digest it is kept under
     forged = {d: s.replace("court", "COURT") for d, s in sections.items()}
-    assert narrow.plan(now, kind_fingerprints(now), read_with, forged.get, 0) == {}
+    plan = narrow.plan(now, kind_fingerprints(now), read_with, forged.get, 0)
+    assert plan == {}
+    assert plan.whole["detail"].startswith("more than its section changed since")
 
 
 def test_the_sections_kept_are_the_spec_s_own(tmp_path) -> None:
@@ -317,7 +337,13 @@ def test_a_workspace_that_holds_candidates_is_read_whole(make_site, tmp_path) ->
     with sqlite3.connect(ws / "state.sqlite") as conn:
         assert conn.execute("SELECT count(*) FROM holds").fetchone()[0] > 0
     spec.write_text(ruled, encoding="utf-8")
+    with sqlite3.connect(ws / "state.sqlite") as conn:
+        (held,) = conn.execute("SELECT count(*) FROM holds").fetchone()
     done = _reparse(spec, ws, code=0)
     assert "narrow" not in done["reparse_started"]
     assert done["reparse_finished"]["counts"]["narrow"] == 0
     assert done["reparse_finished"]["counts"]["items_changed"] > 0
+    # and it says why, in its event and to the user
+    why = done["reparse_started"]["whole"]["detail"]
+    assert why.startswith(f"the workspace holds {held} candidate item")
+    assert f"detail read whole, not field by field: {why}" in SAID[ws]

@@ -98,6 +98,8 @@ def reparse(job: str, workspace: str | None, processes: str, every_kind: bool, q
             f"changed ({fields}), the others taken from their items; --all reads them whole",
             err=True,
         )
+    for kind, why in sorted(result.whole.items()):
+        click.echo(f"{spec.name}: {kind} read whole, not field by field: {why}", err=True)
     if result.nothing_extracted:
         raise Halted(
             f"{spec.name}: the spec extracts nothing from the stored pages (see the warnings"

@@ -46,7 +46,7 @@ from framework.crawl.page import CompiledJob, FieldsOf, PageResult
 from framework.extract.fields import Extraction, FieldExtractor, Scope
 from framework.spec.models import FieldSpec
 
-__all__ = ["Narrowing", "StoredItemData", "narrowed", "plan"]
+__all__ = ["Narrowing", "Plan", "StoredItemData", "narrowed", "plan"]
 
 # (dedupe_key, data, parts) of the item linked to a row, data and parts as stored (JSON)
 StoredItemData = tuple[str, str, str | None]
@@ -76,60 +76,104 @@ class Narrowing:
         return fields
 
 
+class Plan(dict[str, Narrowing]):
+    """The kinds read field by field, by kind; ``whole``: why each other kind whose
+    spec changed is read whole (said in ``reparse_started`` and by the command: a
+    reparse that takes ten times longer than the last one should say why)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.whole: dict[str, str] = {}
+
+
 def plan(
     job: CompiledJob,
     digests: Mapping[str, str],
     read_with: Mapping[str, set[str]],
     section_of: Callable[[str], str | None],
     holds: int,
-) -> dict[str, Narrowing]:
+) -> Plan:
     """The kinds of ``job`` whose stored pages can be read field by field, by kind:
     ``digests`` are the kinds' digests now, ``read_with`` what their stored pages were
     read with, ``section_of`` the kept section of a digest, ``holds`` how many
     candidates the workspace holds."""
-    if holds:
-        return {}
     shared = shared_part(job)
     sections = kind_sections(job)
-    out: dict[str, Narrowing] = {}
-    for name, kind in job.kinds.items():
+    out = Plan()
+    for name in job.kinds:
         before = read_with.get(name, set())
-        if len(before) != 1:
-            continue
-        (old_digest,) = before
-        if old_digest == digests[name]:
-            continue  # unchanged: not read at all
-        old_section = section_of(old_digest)
-        if old_section is None or section_digest(shared, old_section) != old_digest:
-            continue  # unknown, or something beyond the section changed too
-        spec = kind.spec
-        if spec.each is not None or kind.sitemap is not None or kind.id is None or not spec.fields:
-            continue  # a record per page, with a key: one item per row
-        old = json.loads(old_section)["spec"]
-        new = json.loads(sections[name])["spec"]
-        old_fields, new_fields = old.pop("fields", {}), new.pop("fields", {})
-        if old != new or set(old_fields) != set(new_fields):
-            continue  # (the section's keys are sorted: an order is no change)
-        if any(f.get("frozen") or f.get("max_change") is not None for f in old_fields.values()):
-            continue
-        changed = tuple(n for n in spec.fields if new_fields[n] != old_fields[n])
-        if not changed:
-            continue
-        read = tuple(
-            n for n, f in spec.fields.items() if n in changed or f.helper or _may_fall_back(f)
-        )
-        out[name] = Narrowing(
-            kind=name,
-            changed=changed,
-            read=read,
-            names=tuple(spec.fields),
-            extractor=FieldExtractor(
-                {n: spec.fields[n] for n in read},
-                json=kind.is_json,
-                languages=job.spec.languages,
-            ),
-        )
+        if not before or before == {digests[name]}:
+            continue  # no page of it read (or none recorded), or unchanged: not read at all
+        why = _narrowing(job, name, before, section_of, shared, sections[name], holds)
+        if isinstance(why, str):
+            out.whole[name] = why
+        else:
+            out[name] = why
     return out
+
+
+def _narrowing(
+    job: CompiledJob,
+    name: str,
+    before: set[str],
+    section_of: Callable[[str], str | None],
+    shared: bytes,
+    section: str,
+    holds: int,
+) -> Narrowing | str:
+    """How kind ``name``, changed since its pages were read with ``before``, is read
+    field by field, or why it is read whole."""
+    if holds:
+        return (
+            f"the workspace holds {holds} candidate item{'s' if holds != 1 else ''} for "
+            "review (`framework review`): a held item need not be what its page gives"
+        )
+    if len(before) != 1:
+        return f"its stored pages were read with {len(before)} different versions of the spec"
+    (old_digest,) = before
+    old_section = section_of(old_digest)
+    if old_section is None:
+        return "the spec its pages were read with is not kept (read before this version)"
+    if section_digest(shared, old_section) != old_digest:
+        return (
+            "more than its section changed since its pages were read: the framework's "
+            "code, the job-level keys, the helper fields or the extraction limits"
+        )
+    kind = job.kinds[name]
+    spec = kind.spec
+    if spec.each is not None or kind.sitemap is not None or kind.id is None or not spec.fields:
+        # a record per page, with a key: one item per row
+        return "its pages are not one record each with an id (each:, a sitemap or no id)"
+    old = json.loads(old_section)["spec"]
+    new = json.loads(section)["spec"]
+    old_fields, new_fields = old.pop("fields", {}), new.pop("fields", {})
+    if old != new:
+        keys = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
+        return f"more than its fields changed ({', '.join(keys)})"
+    if set(old_fields) != set(new_fields):  # (the section's keys are sorted: no order)
+        names = sorted(set(old_fields) ^ set(new_fields))
+        return f"fields were added or removed ({', '.join(names)})"
+    limited = sorted(
+        n for n, f in old_fields.items() if f.get("frozen") or f.get("max_change") is not None
+    )
+    if limited:
+        return (
+            f"a field had a change limit when its pages were read ({', '.join(limited)}): "
+            "a rejected review keeps an item its page no longer gives"
+        )
+    changed = tuple(n for n in spec.fields if new_fields[n] != old_fields[n])
+    if not changed:  # pragma: no cover - equal sections make equal digests
+        return "its section changed in no field"
+    read = tuple(n for n, f in spec.fields.items() if n in changed or f.helper or _may_fall_back(f))
+    return Narrowing(
+        kind=name,
+        changed=changed,
+        read=read,
+        names=tuple(spec.fields),
+        extractor=FieldExtractor(
+            {n: spec.fields[n] for n in read}, json=kind.is_json, languages=job.spec.languages
+        ),
+    )
 
 
 def _may_fall_back(spec: FieldSpec) -> bool:

@@ -64,6 +64,7 @@ from framework import progress
 from framework.crawl.cores import CoreSample, idle_cores
 from framework.crawl.fingerprint import kind_fingerprints, kind_sections
 from framework.crawl.narrow import Narrowing, StoredItemData, narrowed
+from framework.crawl.narrow import Plan as NarrowPlan
 from framework.crawl.narrow import plan as narrow_plan
 from framework.crawl.page import CompiledJob, FieldsOf, PageResult
 from framework.crawl.runtime import CrawlRuntime, Limits, nothing_extracted
@@ -106,6 +107,8 @@ class ReparseResult:
     unchanged_kinds: tuple[str, ...] = ()  # kinds whose pages were left unread
     # kinds read field by field, and their fields whose spec changed
     narrow: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # kinds whose spec changed read whole all the same (not by --all), and why
+    whole: dict[str, str] = field(default_factory=dict)
 
 
 def rebuild(stored: StoredResponse) -> Response:
@@ -218,7 +221,7 @@ def reparse(
         n = processes_for(processes, ws.store.responses_size()[0], sample)
         # the kinds read field by field (framework/crawl/narrow.py); --all: none
         narrow = (
-            {}
+            NarrowPlan()
             if every_kind
             else narrow_plan(
                 job,
@@ -243,7 +246,18 @@ def reparse(
         with ws.lock("crawl"):
             every = progress.interval(progress_mode, settings.get(progress.INTERVAL_ENV))
             unchanged = frozenset() if every_kind else _unchanged(ws, digests)
-            return _run(runtime, ws, spec_hash, parser, progress_mode, every, digests, unchanged)
+            return _run(
+                runtime,
+                ws,
+                spec_hash,
+                parser,
+                progress_mode,
+                every,
+                digests,
+                unchanged,
+                # why a changed kind is read whole: only the kinds this run reads
+                {k: w for k, w in narrow.whole.items() if k not in unchanged},
+            )
 
 
 def _unchanged(ws: Workspace, digests: dict[str, str]) -> frozenset[str]:
@@ -610,8 +624,10 @@ def _run(
     every: float,
     digests: dict[str, str],
     unchanged: frozenset[str] = frozenset(),
+    read_whole: Mapping[str, str] | None = None,
 ) -> ReparseResult:
     spec = runtime.spec
+    why_whole = dict(read_whole or {})
     stored, size = ws.store.responses_size()
     previous = ws.spec_hash()
     runtime.event(
@@ -627,6 +643,8 @@ def _run(
             if parser.narrow
             else {}
         ),
+        # kinds whose spec changed that are read whole all the same, and why
+        **({"whole": why_whole} if why_whole else {}),
     )
     logger.info(
         "reparse %s: %d stored pages (%.1f MB), %d process%s",
@@ -806,6 +824,7 @@ def _run(
         parser.n,
         tuple(sorted(unchanged)),
         {k: n.changed for k, n in parser.narrow.items()},
+        why_whole,
     )
 
 
