@@ -177,7 +177,8 @@ def render(job: str, r: dict[str, Any]) -> str:
     out.append("")
     out.append(
         f"next run fetches {q['to_fetch']} rows ({q['pending']} pending, {q['retryable']} "
-        f"errors to retry); {q['exhausted']} exhausted (max_attempts {r['max_attempts']})"
+        f"errors to retry); {q['exhausted']} exhausted (not retryable, or failed "
+        f"max_attempts {r['max_attempts']} times)"
     )
     it = r["items"]
     out.append(f"items: {it['complete']} complete, {it['incomplete']} incomplete")
