@@ -46,7 +46,9 @@ class _Root(click.Group):
         return sorted(self._sources())
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        target = self._sources().get(cmd_name)
+        # a core command wins over a plugin's of the same name: no need to read every
+        # installed package's entry points (~5 ms) to find it
+        target = CORE_COMMANDS.get(cmd_name) or self._sources().get(cmd_name)
         if target is None:
             return None
         module_name, _, attr = target.partition(":")
