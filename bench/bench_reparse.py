@@ -17,6 +17,11 @@ alike), with the job bench/specs/bench.yaml:
   (framework/crawl/fingerprint.py), so they are left as they are
 * ``reparse-1``      the same on another copy, with ``--processes 1`` (one process)
 * ``reparse-all``    the same with ``--all``: every stored page read again, list pages too
+* ``reparse-noop``   ``framework reparse`` again, with the same fixed job, of a copy of the
+  workspace ``reparse`` left: every kind is as it was read, nothing is read. What a
+  reparse costs whatever its pages (the interpreter, the imports, the checks): reported
+  beside the speed-up, with the speed-up of the pages alone (the reparse's time minus
+  this one's). The target is the whole command's; this says where its time goes
 
 Every reparse must change every detail item (each gains its ``court``) and nothing
 else, and leave the items equal, field by field, to those of ``crawl-store``.
@@ -60,7 +65,15 @@ sys.path.insert(0, str(ROOT / "bench"))
 from bench_spider import SAME, SPEC, Site, setting_args  # noqa: E402
 
 CLI = [sys.executable, "-c", "from framework.cli import entry; entry()"]  # what `framework` runs
-VARIANTS = ("crawl-broken", "crawl-store", "crawl-nostore", "reparse", "reparse-1", "reparse-all")
+VARIANTS = (
+    "crawl-broken",
+    "crawl-store",
+    "crawl-nostore",
+    "reparse",
+    "reparse-1",
+    "reparse-all",
+    "reparse-noop",
+)
 STORING = ("crawl-store", "crawl-nostore")
 REPARSES = ("reparse", "reparse-1", "reparse-all")
 # the fix the reparse applies: a selector that matched nothing, corrected
@@ -151,7 +164,8 @@ def order(n: int, storing_only: bool) -> list[str]:
     if n % 2:
         pair.reverse()
         reparses.reverse()
-    return pair if storing_only else ["crawl-broken", *pair, *reparses]
+    # the no-op reparse copies the workspace `reparse` left: after it
+    return pair if storing_only else ["crawl-broken", *pair, *reparses, "reparse-noop"]
 
 
 def main() -> None:
@@ -176,7 +190,8 @@ def main() -> None:
         for n in range(args.rounds):
             broken: Path | None = None
             for variant in order(n, args.storing_only):
-                run = run_once(variant, site, work, n, broken)
+                source = runs["reparse"][-1].workspace if variant == "reparse-noop" else broken
+                run = run_once(variant, site, work, n, source)
                 runs[variant].append(run)
                 if variant == "crawl-broken":
                     broken = run.workspace
@@ -192,7 +207,15 @@ def main() -> None:
                         f" cpu_workers={split.get('workers')}"
                     )
                     fresh = items(runs["crawl-store"][-1].workspace)
-                    if (
+                    if variant == "reparse-noop":
+                        if (
+                            run.served
+                            or done.get("pages")
+                            or done.get("unchanged_kind") != crawled.get("ok")
+                            or items(run.workspace) != fresh
+                        ):
+                            checks.append(f"round {n + 1}: {variant} read something: {done}")
+                    elif (
                         run.served
                         or done.get("pages", 0) + done.get("unchanged_kind", 0) != crawled.get("ok")
                         # the list pages (one per ten cases) are left unread, but by --all
@@ -262,6 +285,15 @@ def main() -> None:
         f"{one_wall:.1f}x, CPU {one_cpu:.1f}x; --all (list pages read too): wall "
         f"{all_wall:.1f}x, CPU {all_cpu:.1f}x"
     )
+    noop = runs["reparse-noop"]
+    pages_wall = statistics.median(
+        c.wall / (r.wall - z.wall) for c, r, z in zip(store, reparse, noop, strict=True)
+    )
+    print(
+        f"a reparse that reads nothing (the same spec again): wall {med['reparse-noop']['wall']:.2f}"
+        f" s, CPU {med['reparse-noop']['cpu']:.2f} s, whatever the pages (interpreter, imports,"
+        f" checks); the pages alone (reparse minus that, per round): {pages_wall:.1f}x the crawl"
+    )
     print(
         f"cost of storing responses (crawl-store / crawl-nostore, median of per-round "
         f"ratios): CPU {cost_cpu:.3f}x (per round {per_round}), wall {cost_wall:.3f}x"
@@ -279,7 +311,8 @@ def main() -> None:
             if checks
             else "every reparse fetched nothing, read every stored detail page (and with "
             "--all every list page; else none), changed every detail item (its court "
-            "added) and nothing else, and left the items equal to the fresh crawl's"
+            "added) and nothing else, and left the items equal to the fresh crawl's; the "
+            "no-op reparse read nothing"
         )
     )
     if args.keep:
