@@ -163,6 +163,31 @@ def test_an_item_that_lacks_a_field_has_its_page_read_whole(broken, tmp_path) ->
     assert item_hashes(ws) == item_hashes(whole)
 
 
+def test_a_crawl_after_the_fix_that_fetches_nothing_leaves_the_reparse_narrow(broken) -> None:
+    """The author's natural order: fix the selector, run the crawl again (it has nothing
+    to fetch and says the spec changed), then reparse. The crawl read no page: what the
+    stored pages were read with is as it was, so the fix is still read field by field."""
+    spec, ws, site = broken
+    with sqlite3.connect(ws / "state.sqlite") as conn:
+        before = sorted(r[0] for r in conn.execute("SELECT key FROM meta WHERE key LIKE 'read_%'"))
+    requests = site.stats()
+    r = run_cli("crawl", str(spec), "--workspace", str(ws))
+    assert r.returncode == 4, r.stderr[-2000:]  # the fixture site's broken pages, still
+    assert "the spec changed since the last run" in r.stderr
+    assert "framework reparse" in r.stderr
+    with sqlite3.connect(ws / "state.sqlite") as conn:
+        after = sorted(r[0] for r in conn.execute("SELECT key FROM meta WHERE key LIKE 'read_%'"))
+    assert after == before  # no page read: nothing marked as read with the fixed spec
+    narrowable = _narrowable(ws)
+    done = _reparse(spec, ws)
+    assert done["reparse_started"]["narrow"] == {"detail": ["court"]}
+    assert "whole" not in done["reparse_started"]
+    assert done["reparse_finished"]["counts"]["narrow"] == narrowable > 50
+    assert "read whole" not in SAID[ws]
+    assert site.stats() == requests  # the crawl had nothing to fetch, the reparse fetches nothing
+    assert all(i["court"] for i in workspace_items(ws).values())
+
+
 def test_a_reparse_records_what_it_read_with_so_the_next_fix_is_narrow_too(broken) -> None:
     spec, ws, _ = broken
     _reparse(spec, ws)

@@ -205,6 +205,11 @@ class CrawlRuntime:
         self._fallbacks_seen: set[tuple[str, str, int]] = set()
         self._rules_seen: set[tuple[str, str, str]] = set()  # (kind, field, rule) warned
         self._page_drifted = False  # the page being handled had a fallback win (drift)
+        # what each kind's pages are read with (framework/crawl/fingerprint.py), and the
+        # kinds this run has marked as read with it (see _mark_read)
+        self._digests: dict[str, str] = {}
+        self._sections: dict[str, str] = {}  # by digest
+        self._marked: set[str] = set()
         self._boundary = 0  # rows with id above this were created by this run
         # host -> epoch seconds before which it asked not to be called (Retry-After);
         # kept in the workspace so a restarted crawl honours it too. Only moves later.
@@ -499,9 +504,9 @@ class CrawlRuntime:
                     self.spec.name,
                 )
         self.ws.record_spec(self.spec_hash)
-        # before any page is read: `framework reparse` then knows these kinds' stored
-        # pages may have been read with this spec (framework/crawl/fingerprint.py)
-        self.ws.mark_read_with(kind_fingerprints(self.job), kind_sections(self.job))
+        # each kind's digest is marked when its first page is read (_mark_read); pages
+        # stored by a version that kept no digests are marked now, whatever is read
+        self.ws.mark_unknown_reads(self._kind_digests())
         self.drift.previous_fill(self._last_fill())
         if self._storing and self.limits.responses_budget:
             self._stored_bytes = store.responses_size()[1]
@@ -605,6 +610,10 @@ class CrawlRuntime:
         if banned is not None:
             return banned
         status = response.status
+        if row.kind not in self._marked:
+            fault = self._mark_read(row.kind)
+            if fault is not None:
+                return fault
         self._page_drifted = False
         outcome = self.outcome_for(row, response)
         self.tab_read(row, response.url, outcome)
@@ -627,6 +636,30 @@ class CrawlRuntime:
         elif status == 429 and self.limits.stop_on_429:
             stop = REASON_RATE_LIMITED
         return self._commit(row, outcome, response, stop=stop)
+
+    @stops_on_workspace_fault  # nothing of the page is committed; its row stays pending
+    def _mark_read(self, kind: str) -> Handled | None:
+        """Before this run's first page of ``kind`` is read (and so before its outcome
+        is committed): `framework reparse` then knows the kind's stored pages may have
+        been read with this spec (framework/crawl/fingerprint.py). Not at the run's
+        start: a run that reads no page of a kind (a crawl after a selector fix that
+        finds nothing to fetch) must leave what its pages were read with as it was, or
+        the reparse that applies the fix would take them for read with two versions of
+        the spec and read them whole instead of field by field."""
+        digest = self._kind_digests().get(kind)
+        if digest is not None:  # (else a kind the spec no longer has: nothing reads it)
+            # a sub-tab kind has its page kind's digest, and so its section
+            self.ws.mark_read_with({kind: digest}, {kind: self._sections[digest]})
+        self._marked.add(kind)
+        return None
+
+    def _kind_digests(self) -> dict[str, str]:
+        """Each kind's digest (sub-tab kinds too), computed once; with the kinds'
+        sections by digest."""
+        if not self._digests:
+            self._digests = kind_fingerprints(self.job)
+            self._sections = {self._digests[k]: s for k, s in kind_sections(self.job).items()}
+        return self._digests
 
     def _soft_ban(self, row: Row, response: Response) -> Handled | None:
         """A page that matches a ``blocked:`` rule is not committed: the row stays

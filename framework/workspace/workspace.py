@@ -12,7 +12,7 @@ import fcntl
 import json
 import os
 import socket
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NoReturn
@@ -181,12 +181,24 @@ class Workspace:
         (framework/crawl/narrow.py)."""
         now = utc_now()
         marks = {f"{READ_WITH_META}{k}:{d}": now for k, d in digests.items()}
-        if not self.store.metas(READ_WITH_META) and self.store.responses_size()[0]:
-            marks.update({f"{READ_WITH_META}{k}:{UNKNOWN}": now for k in digests})
+        marks.update(self._unknown_reads(digests, now))
         for kind, section in (sections or {}).items():
             if kind in digests:
                 marks[f"{READ_SECTION_META}{digests[kind]}"] = section
         self.store.set_metas(marks)
+
+    def mark_unknown_reads(self, kinds: Iterable[str]) -> None:
+        """What :meth:`mark_read_with` adds in a workspace that stored pages before
+        digests were kept, alone: the crawl marks each kind's digest only when it meets
+        its first page of the kind, and those older pages are of every kind."""
+        marks = self._unknown_reads(kinds, utc_now())
+        if marks:
+            self.store.set_metas(marks)
+
+    def _unknown_reads(self, kinds: Iterable[str], now: str) -> dict[str, str]:
+        if self.store.metas(READ_WITH_META) or not self.store.responses_size()[0]:
+            return {}
+        return {f"{READ_WITH_META}{k}:{UNKNOWN}": now for k in kinds}
 
     def read_section(self, digest: str) -> str | None:
         """The spec section a kind's pages were read with under ``digest``, if kept."""
