@@ -307,6 +307,13 @@ def test_a_sub_tab_selector_that_matches_nothing_is_said_and_reparse_clears_it(
     assert empty["count"] > 1
     status = crawl_cli("status", "fixture-cases", "--workspace", str(ws))
     assert f"field_empty detail.hearings.agenda: {empty['count']}x" in status.stdout
+    # the tab's part has no figure for the run (its rows are the tab's records, warned
+    # above), and the table says what its `-` means
+    line = next(s for s in status.stdout.splitlines() if s.strip().startswith("hearings "))
+    assert line.split()[1:3] == ["-", "/"], line
+    assert "(-: no figure on that side: a sub-tab's part is filled by its tab's pages" in (
+        status.stdout
+    )
 
     spec.write_text(good)
     requests = site.stats()

@@ -102,6 +102,7 @@ def render_lines(report: Mapping[str, Any]) -> list[str]:
         # the last crawl's, or the reparse's since (whose event status read)
         last_by = found.get("by") or "run"
         out.append(f"fill rates (share of records with a value): last {last_by} / all stored items")
+        one_sided = False  # a field with a figure on one side only: said once, below
         for kind in sorted(set(last) | set(stored)):
             a, b = last.get(kind, {}), stored.get(kind, {})
             older = (
@@ -113,6 +114,13 @@ def render_lines(report: Mapping[str, Any]) -> list[str]:
             fa, fb = a.get("fields", {}), b.get("fields", {})
             for name in sorted(set(fa) | set(fb)):
                 out.append(f"    {name:<24} {_pct(fa.get(name))} / {_pct(fb.get(name))}")
+                one_sided = one_sided or (bool(a) and bool(b) and (name in fa) != (name in fb))
+        if one_sided:
+            out.append(
+                "  (-: no figure on that side: a sub-tab's part is filled by its tab's pages, "
+                "whose empty fields are warned as field_empty KIND.TAB; else a field only one "
+                "side has, as after a spec edit)"
+            )
     return out
 
 
