@@ -120,7 +120,9 @@ class Findings:
         an emitting kind) and how many it dropped. ``end_of_pages``: an empty page is
         the expected end of its list. ``follows``: the links it found per follow
         target, for the rules it read (``PageResult.follows``)."""
-        fill = self._kinds.setdefault(kind, _KindFill())
+        fill = self._kinds.get(kind)
+        if fill is None:  # not setdefault: a _KindFill (three Counters) per page is waste
+            fill = self._kinds[kind] = _KindFill()
         fill.pages += 1
         if follows:
             fill.follow_pages.update(follows.keys())
@@ -145,7 +147,9 @@ class Findings:
         """One page of sub-tab ``kind`` (one with fields) read: its value, a list of
         row mappings (``each``) or one mapping. Its fill counts stay out of the fill
         rates (those are of items); they feed the end-of-run findings only."""
-        fill = self._tabs.setdefault(kind, _KindFill(each=each))
+        fill = self._tabs.get(kind)
+        if fill is None:
+            fill = self._tabs[kind] = _KindFill(each=each)
         fill.pages += 1
         if len(fill.urls) < EXAMPLES_MAX:
             fill.urls.append(url)

@@ -124,7 +124,8 @@ def redact_url(value: str) -> str:
     """Mask user:password@ and secret-looking query parameters in a URL string."""
     if "://" not in value:
         return value
-    value = _URL_USERINFO.sub(lambda m: f"{m.group(1)}{REDACTED}@", value)
+    if "@" in value:  # the pattern needs one; most URLs have none (one per event line)
+        value = _URL_USERINFO.sub(lambda m: f"{m.group(1)}{REDACTED}@", value)
     if "=" in value:
         value = _URL_PARAM.sub(_mask_param, value)
     return value
