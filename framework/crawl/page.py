@@ -120,6 +120,9 @@ class Link:
     url: str
     carry: dict[str, Any] = field(default_factory=dict)  # fields carried to the next page
     depth: int = 0  # of the page it leads to, in links from a start URL (follow rules)
+    # a `param` pagination's next page is the page's own request again, its counter in
+    # the query: a POSTed search's page 2 is the same search (its method and body)
+    same_request: bool = False
 
 
 @dataclass
@@ -578,7 +581,7 @@ class CompiledKind:
                 kept.append((k, v))
         kept.append((pg.param, str(current + pg.step)))
         url = urlunsplit((parts.scheme, parts.netloc, parts.path, urlencode(kept), ""))
-        return [Link(self.name, url, dict(carry))]
+        return [Link(self.name, url, dict(carry), same_request=True)]
 
 
 def helper_names(spec: JobSpec) -> frozenset[str]:

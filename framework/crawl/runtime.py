@@ -45,6 +45,7 @@ from urllib.parse import urlsplit
 
 from scrapy.http import TextResponse
 from scrapy.utils._compression import _DecompressionMaxSizeExceeded
+from w3lib.url import safe_url_string
 
 from framework.crawl.blocking import REASON_BLOCKED, Block, Detector
 from framework.crawl.changes import ChangeLimits
@@ -963,7 +964,18 @@ class CrawlRuntime:
             ctx["page"] = page + 1
             if self.job.tracks_depth and link.depth:
                 ctx["depth"] = link.depth
-            new_rows.append(NewRow(kind=link.kind, url=link.url, context=ctx))
+            # a `param` page's next page is its own request again (_as_requested)
+            again = link.same_request and self._as_requested(row, url)
+            new_rows.append(
+                NewRow(
+                    kind=link.kind,
+                    url=link.url,
+                    method=row.method if again else "GET",
+                    body=row.body if again else None,
+                    body_type=row.body_type if again else None,
+                    context=ctx,
+                )
+            )
         # A form request is a row like any other: its body (the page's hidden state
         # included) is part of its identity, since a view state may hold earlier choices.
         for sub in result.forms:
@@ -983,6 +995,14 @@ class CrawlRuntime:
         return Outcome(
             row_id=row.id, ok=True, http_status=status, new_rows=new_rows, items=items, holds=held
         )
+
+    def _as_requested(self, row: Row, url: str) -> bool:
+        """Is ``url`` (the page's, after redirects) the row's own, as sent? A page that
+        was redirected was fetched by another request (a POST answered by a 303 is a GET
+        of the new URL): a pagination repeating the row's method and body would send
+        what the site never asked for, so its next page is a GET of the new URL. The
+        reparse decides from the stored final URL, so both decide alike."""
+        return safe_url_string(self.secrets.mask(url)) == safe_url_string(row.url)
 
     def _commit(
         self,

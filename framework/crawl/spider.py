@@ -351,8 +351,13 @@ class JobSpider(scrapy.Spider):
                 yield self.parse_request(tab.kind, tab.url, tab.method, tab.body, tab.body_type)
         for link in result.links:
             yield self.parse_request(link.kind, link.url, carry=link.carry)
+        asked = response.meta.get("fw_request")  # (method, body, body_type), masked
+        # as the crawl does (CrawlRuntime._as_requested): a `param` pagination repeats
+        # the page's own request unless the page came by a redirect
+        again = asked if asked and not response.meta.get("redirect_urls") else ("GET", None, None)
         for link in result.next_pages:
-            yield self.parse_request(link.kind, link.url, carry=link.carry, page=page + 1)
+            how = again if link.same_request else ("GET", None, None)
+            yield self.parse_request(link.kind, link.url, *how, carry=link.carry, page=page + 1)
 
     def parse_request(
         self,
@@ -393,7 +398,12 @@ class JobSpider(scrapy.Spider):
         elif body_type == "json":
             headers["Content-Type"] = "application/json"
         sent_url, sent_body, sent_headers = self.secrets.resolve(row, headers)
-        meta: dict[str, Any] = {"fw_kind": kind, "fw_carry": carry or {}, "fw_page": page}
+        meta: dict[str, Any] = {
+            "fw_kind": kind,
+            "fw_carry": carry or {},
+            "fw_page": page,
+            "fw_request": (method, body, body_type),
+        }
         if self.render_meta is not None:
             meta.update(self.render_meta(kind))
         request = _MaskedRequest(
