@@ -563,3 +563,91 @@ def test_links_carrying_credentials_never_become_rows(
     assert refused[-1]["counts"] == {"userinfo": 1}
     assert b"hunter2pw" not in _workspace_bytes(ws)
     assert "hunter2pw" not in r.stderr + r.stdout
+
+
+# ------------------------------------------------ values JSON cannot store (NaN, surrogates)
+
+
+@pytest.mark.timeout(240)
+def test_numbers_json_cannot_store_and_lone_surrogates_never_reach_the_store(
+    hostile_server: Callable[[], HostileServer], tmp_path: Path, crawl_cli
+) -> None:
+    """A 400-digit decimal under `type: number` overflows to infinity, a JSON page may
+    say `NaN` or `1e999999`, and a `\\ud800` escape is a string UTF-8 cannot encode.
+    Stored, the first two made `framework status` crash on SQLite's JSON functions and
+    the export write what is not JSON; the third crashed the commit and left its row
+    pending for ever (exit 3 on every run). Now: a field that fails its type, typed
+    parse errors, a surrogate shown as U+FFFD; and every later command works."""
+    site = hostile_server()
+    site.route(
+        "/",
+        _page(
+            '<a href="/huge">h</a><a href="/fine">f</a>'
+            '<a href="/nan.json">n</a><a href="/inf.json">i</a><a href="/sur.json">s</a>'
+            '<a href="/embedded">e</a>'
+        ),
+    )
+    site.route("/huge", _page("<p class='n'>" + "9" * 400 + ".5</p>"))
+    site.route("/fine", _page("<p class='n'>12.5</p>"))
+    js = {"Content-Type": "application/json"}
+    site.route("/nan.json", b'{"v": 2, "o": {"x": NaN}, "s": "a"}', headers=js)
+    site.route("/inf.json", b'{"v": 1e999999, "s": "b"}', headers=js)
+    site.route("/sur.json", b'{"v": 1, "s": "x\\ud800y \\ud83d\\ude00"}', headers=js)
+    site.route("/embedded", _page('<script>var data = {"s": "e\\udc00"};</script>'))
+    spec = _write_spec(
+        tmp_path,
+        f"""\
+name: hostile
+source_type: hostile
+start_urls: ["{site.url}/"]
+pages:
+  list:
+    follow:
+      - {{pattern: '/(huge|fine|embedded)$', to: detail}}
+      - {{pattern: '[.]json$', to: api}}
+  detail:
+    id: {{url: '([^/]+)$'}}
+    fields:
+      n: {{css: ".n::text", type: number}}
+      s: {{embedded: {{var: data, path: "$.s"}}}}
+  api:
+    format: json
+    id: {{url: '([^/]+)$'}}
+    fields:
+      v: {{json: "$.v", type: number}}
+      o: {{json: "$.o"}}
+      s: {{json: "$.s"}}
+""",
+    )
+    ws = tmp_path / "ws"
+
+    r = crawl_cli("crawl", str(spec), "--workspace", str(ws), "-L", "WARNING", timeout=180)
+    assert r.returncode == EXIT_HALTED, r.stderr[-3000:]  # a page failed: a human looks
+    assert "Traceback" not in r.stderr
+    rows = _rows(ws)
+    assert all(row["status"] != "pending" for row in rows.values()), rows
+    row = rows[site.url + "/nan.json"]  # an object holding NaN: the page cannot be stored
+    assert (row["status"], row["error_kind"]) == ("error", "parse"), row
+    assert "JSON cannot store" in row["error"], row["error"]
+    items = workspace_items(ws)
+    assert items["hostile:huge"]["n"] is None  # the field failed its type
+    assert items["hostile:inf.json"]["v"] is None  # so did this one
+    assert items["hostile:fine"]["n"] == 12.5
+    assert items["hostile:sur.json"]["s"] == "x\ufffdy \U0001f600"  # a pair stays one
+    assert items["hostile:embedded"]["s"] == "e\ufffd"
+
+    # what used to break on the stored values: status, export, a reparse
+    for argv in (
+        ("status", "hostile", "--workspace", str(ws)),
+        ("status", "hostile", "--workspace", str(ws), "--json"),
+    ):
+        got = crawl_cli(*argv)
+        assert got.returncode == 0, got.stderr[-2000:]
+        assert "Traceback" not in got.stderr
+    out = tmp_path / "items.jsonl"
+    got = crawl_cli("export", "hostile", "--workspace", str(ws), "-o", str(out))
+    assert got.returncode == 0, got.stderr[-2000:]
+    lines = out.read_text(encoding="utf-8").splitlines()
+    assert len(lines) == 5
+    for line in lines:
+        json.loads(line, parse_constant=lambda c: pytest.fail(f"{c} in the export"))

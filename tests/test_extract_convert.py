@@ -113,6 +113,12 @@ ERRORS: list[tuple[str, Any]] = [
     ("datetime", "soon"),
     ("price", "call us"),
     ("price", True),
+    # numbers JSON cannot store: an overflow to infinity, a JSON page's NaN
+    ("number", "9" * 400 + ".5"),
+    ("number", float("inf")),
+    ("number", float("nan")),
+    ("price", "9" * 400 + ".5 EUR"),
+    ("price", float("inf")),
 ]
 
 

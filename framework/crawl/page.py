@@ -46,10 +46,12 @@ from framework.extract.fields import (
 from framework.extract.patterns import (
     LimitExceeded,
     Limits,
+    NotStorable,
     SafeRegex,
     budget,
     page_budget,
     record_size,
+    surrogates_replaced,
 )
 from framework.extract.tree import html_selector
 from framework.spec.keys import make_dedupe_key, normalise_source_id
@@ -108,7 +110,11 @@ class Guard:
 
     def check_record(self, values: Any, what: str) -> None:
         limit = self.limits.max_item_bytes
-        if record_size(values, limit) > limit:
+        try:
+            size = record_size(values, limit)
+        except NotStorable as exc:
+            raise NotStorable(f"{what} holds {exc}") from None
+        if size > limit:
             raise LimitExceeded(
                 f"{what} is larger than FRAMEWORK_MAX_ITEM_BYTES ({limit} bytes as JSON)"
             )
@@ -287,7 +293,7 @@ class CompiledSubtab:
             try:
                 part = self._parse(response)
                 self.guard.check_record(part, f"the value of sub-tab {self.name!r}")
-            except (LimitExceeded, EmbeddedError) as exc:
+            except (LimitExceeded, NotStorable, EmbeddedError) as exc:
                 raise PageError(str(exc)) from None
         return part
 
@@ -396,7 +402,7 @@ class CompiledKind:
                 if self.sitemap is not None:
                     return self._sitemap(response, carry, depth)
                 return self._parse(response, carry, page_no, depth, fields)
-            except (LimitExceeded, SitemapError, EmbeddedError) as exc:
+            except (LimitExceeded, NotStorable, SitemapError, EmbeddedError) as exc:
                 raise PageError(str(exc)) from None
 
     def _sitemap(self, response: Response, carry: Mapping[str, Any], depth: int) -> PageResult:
@@ -628,9 +634,10 @@ def _text(response: Response) -> str | None:
 
 def _json(response: Response) -> Any:
     try:
-        return json.loads(response.body)
+        doc = json.loads(response.body)
     except ValueError as exc:
         raise PageError(f"expected JSON: {exc}") from None
+    return surrogates_replaced(doc, response.body)
 
 
 def job_domains(spec: JobSpec) -> list[str]:

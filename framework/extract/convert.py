@@ -36,6 +36,7 @@ Rules (documented in docs/spec-reference.md):
 
 from __future__ import annotations
 
+import math
 import re
 import unicodedata
 from collections.abc import Callable
@@ -169,10 +170,22 @@ def to_number(value: Any, ctx: ConvertContext) -> int | float:
     if isinstance(value, bool):
         raise ConversionError(f"not a number: {value!r}")
     if isinstance(value, int | float):
-        return value
-    if not isinstance(value, str):
+        number = value
+    elif isinstance(value, str):
+        number = _parse_number(value)
+    else:
         raise ConversionError(f"not a number: {value!r}")
-    return _parse_number(value)
+    return _finite(number, value)
+
+
+def _finite(number: int | float, value: Any) -> int | float:
+    """``number``, unless a float that is not finite: a 400-digit decimal or a JSON
+    ``1e999999`` overflows to infinity, a JSON page may say ``NaN``, and JSON cannot
+    store either (framework/extract/patterns.py, ``NotStorable``)."""
+    if isinstance(number, float) and not math.isfinite(number):
+        shown = value if not isinstance(value, str) or len(value) <= 40 else value[:40] + "..."
+        raise ConversionError(f"not a finite number: {shown!r}")
+    return number
 
 
 def to_integer(value: Any, ctx: ConvertContext) -> int:
@@ -388,7 +401,7 @@ def to_price(value: Any, ctx: ConvertContext) -> dict[str, Any]:
     if isinstance(value, bool):
         raise ConversionError(f"not a price: {value!r}")
     if isinstance(value, int | float):
-        return {"amount": value, "currency": None}
+        return {"amount": _finite(value, value), "currency": None}
     if not isinstance(value, str):
         raise ConversionError(f"not a price: {value!r}")
     from price_parser import Price  # light, but only jobs with prices need it
@@ -396,7 +409,7 @@ def to_price(value: Any, ctx: ConvertContext) -> dict[str, Any]:
     price = Price.fromstring(value)
     if price.amount is None:
         raise ConversionError(f"no price in {value!r}")
-    return {"amount": _amount(price.amount), "currency": price.currency}
+    return {"amount": _finite(_amount(price.amount), value), "currency": price.currency}
 
 
 class ConvertContext:

@@ -32,7 +32,7 @@ from typing import Any
 
 from lxml import etree, html
 
-from framework.extract.patterns import LimitExceeded, SafeRegex, budget
+from framework.extract.patterns import LimitExceeded, SafeRegex, budget, surrogates_replaced
 
 __all__ = ["EmbeddedDoc", "EmbeddedError", "RecordSource", "parse_literal"]
 
@@ -92,7 +92,7 @@ def parse_literal(text: str, start: int, what: str) -> Any:
             f"{what}: neither JSON nor a JavaScript literal ({_short(exc)})"
         ) from None
     b.timeout(what)
-    return value
+    return surrogates_replaced(value, chunk)
 
 
 def _json_parse_call(chunk: str) -> Any:

@@ -46,12 +46,14 @@ __all__ = [
     "EXSLT_REGEXP_NS",
     "LimitExceeded",
     "Limits",
+    "NotStorable",
     "SafeRegex",
     "backtracking_risk",
     "budget",
     "cached_regex",
     "page_budget",
     "record_size",
+    "surrogates_replaced",
     "xpath_regex_literals",
 ]
 
@@ -473,25 +475,91 @@ def _nullable(item: tuple[Any, Any]) -> bool:
 _SEQUENCES = (list, tuple)  # a tuple, not ``list | tuple``: no union built per value
 
 
+class NotStorable(ValueError):
+    """A record holds a value that JSON in UTF-8 cannot store: a number that is not
+    finite (a JSON page's ``NaN``, ``1e999999``) or a lone UTF-16 surrogate. Stored, it
+    would make the item unreadable to SQLite's JSON functions, to the export and to the
+    ingest endpoint; the page becomes a typed ``parse`` error instead."""
+
+
+def _utf8_len(text: str) -> int:
+    try:
+        return len(text.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise NotStorable("a lone UTF-16 surrogate, which UTF-8 cannot encode") from None
+
+
 def record_size(value: Any, limit: int) -> int:
     """About how many bytes ``value`` takes as stored JSON (UTF-8), counted only until
-    it passes ``limit``, so a huge value costs no more than the limit to measure."""
+    it passes ``limit``, so a huge value costs no more than the limit to measure. Raises
+    :class:`NotStorable` for a value JSON cannot store (checked on the way: no second
+    walk)."""
     total = 0
     stack = [value]
     while stack:
         v = stack.pop()
         if isinstance(v, str):
-            total += (len(v) if v.isascii() else len(v.encode("utf-8", "replace"))) + 2
+            total += (len(v) if v.isascii() else _utf8_len(v)) + 2
         elif isinstance(v, dict):
             total += 2
             for k, x in v.items():
-                total += len(str(k)) + 4
+                key = str(k)
+                total += (len(key) if key.isascii() else _utf8_len(key)) + 4
                 stack.append(x)
         elif isinstance(v, _SEQUENCES):
             total += 2 + len(v)
             stack.extend(v)
         else:
-            total += 8  # numbers, booleans, null: a few characters each
+            # numbers, booleans, null: a few characters each; `v != v` is NaN
+            if isinstance(v, float) and (v != v or v in (_INF, -_INF)):
+                raise NotStorable(f"the number {v!r}, which JSON cannot store")
+            total += 8
         if total > limit:
             return total
     return total
+
+
+_INF = float("inf")
+# where a parsed JSON document may hold a lone surrogate: a \uD800-\uDFFF escape, or
+# (bytes decoded with surrogatepass, as json.loads does) UTF-8 that encodes one
+_SURROGATE_TEXT = re.compile(r"\\u[dD][89a-fA-F]")
+_SURROGATE_BYTES = re.compile(rb"\\u[dD][89a-fA-F]|\xed[\xa0-\xbf]")
+_LONE = re.compile("[\ud800-\udfff]")
+
+
+def surrogates_replaced(doc: Any, raw: str | bytes) -> Any:
+    """``doc``, parsed from ``raw``, with each lone UTF-16 surrogate in its strings (and
+    keys) replaced by U+FFFD, as a browser shows one; a pair written as two escapes is
+    one character. Walks the document only when ``raw`` may hold one (one scan of it)."""
+    if isinstance(raw, bytes):
+        found = _SURROGATE_BYTES.search(raw) is not None
+    else:
+        found = _SURROGATE_TEXT.search(raw) is not None
+    if not found:
+        return doc
+    root = [doc]
+    stack: list[Any] = [root]
+    while stack:  # no recursion: a deep document is the page's to choose
+        node = stack.pop()
+        if isinstance(node, list):
+            for i, v in enumerate(node):
+                if isinstance(v, str):
+                    node[i] = _no_lone(v)
+                elif isinstance(v, dict | list):
+                    stack.append(v)
+        elif isinstance(node, dict):
+            for k in [k for k in node if isinstance(k, str) and _LONE.search(k)]:
+                node[_no_lone(k)] = node.pop(k)
+            for k, v in node.items():
+                if isinstance(v, str):
+                    node[k] = _no_lone(v)
+                elif isinstance(v, dict | list):
+                    stack.append(v)
+    return root[0]
+
+
+def _no_lone(text: str) -> str:
+    if _LONE.search(text) is None:
+        return text
+    # through UTF-16: a pair becomes its character, a lone half U+FFFD
+    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
