@@ -21,6 +21,8 @@ import pytest
 from scrapy.http import HtmlResponse
 
 from framework.crawl.blocking import Detector, RateGate, Slots
+from framework.crawl.page import Guard
+from framework.extract.patterns import Limits
 from framework.spec.models import JobSpec
 from framework.workspace import RowStatus, Workspace
 from tests.fixtures.blocking_site import ITEMS, BlockingSite, truth
@@ -235,7 +237,7 @@ def test_detector_rules_combine_their_conditions_and_name_themselves() -> None:
             "blocked": [{"url": "/captcha", "name": "captcha redirect"}],
         }
     )
-    det = Detector(spec)
+    det = Detector(spec, Guard(["h"]))
     captcha = b"<html><div id='captcha'></div></html>"
     assert det.check("item", _response("http://h/item/1", captcha)).rule == (
         "css '#captcha', status 200"
@@ -252,6 +254,32 @@ def test_detector_rules_combine_their_conditions_and_name_themselves() -> None:
     moved = _response("http://h/list", b"", status=302, Location="/captcha")
     assert det.check("list", moved).url == "http://h/captcha"
     assert det.check("list", _response("http://h/list", b"<html>fine</html>")) is None
+
+
+def test_a_blocked_url_pattern_runs_within_the_time_limit(caplog):
+    """A `url` pattern that backtracks (one validation does not catch) on a long URL
+    runs on the bounded engine under FRAMEWORK_EXTRACT_TIMEOUT: taken as not matching
+    and said, where Python's `re` held the crawl for minutes and ignored Ctrl-C."""
+    spec = JobSpec.model_validate(
+        {
+            "name": "d",
+            "source_type": "d",
+            "start_urls": ["http://h/list"],
+            "pages": {"list": {"follow": {"css": "a", "to": "item"}}, "item": {"id": "h1::text"}},
+            "blocked": [{"url": "(a|aa)+$", "name": "slow"}],
+        }
+    )
+    guard = Guard(["h"])
+    guard.limits = Limits(timeout=0.2)
+    det = Detector(spec, guard)
+    slow = "http://h/" + "a" * 60 + "!"  # 2**60 ways to split the a's before failing
+    started = time.process_time()
+    assert det.check("list", _response(slow, b"<html/>")) is None
+    assert det.check_refused("list", slow) is None
+    assert time.process_time() - started < 5
+    assert "blocked rule slow: extraction ran over FRAMEWORK_EXTRACT_TIMEOUT" in caplog.text
+    # the same pattern still matches where it matches
+    assert det.check("list", _response("http://h/aaaa", b"<html/>")).rule == "slow"
 
 
 # ------------------------------------------------------------------ rate limits

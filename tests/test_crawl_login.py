@@ -539,3 +539,44 @@ def test_a_json_login_whose_session_is_a_token_in_the_answer(
     assert not any("sessionid=" in q.headers.get("cookie", "") for q in pages)
     assert all(b'data-session="{session:token}"' in body for body in stored_pages(ws))
     assert_nowhere(secrets_seen(site), ws, r.stdout, r.stderr)
+
+
+def test_an_expired_url_pattern_runs_within_the_time_limit(caplog):
+    """`login.expired.url` runs on the bounded engine under FRAMEWORK_EXTRACT_TIMEOUT: a
+    pattern that backtracks on a long URL is taken as not matching and said, where
+    Python's `re` held the crawl (and ignored Ctrl-C) until it finished."""
+    from framework.crawl.secrets import Secrets
+    from framework.crawl.session import Session
+    from framework.extract.patterns import Limits
+    from framework.spec.models import JobSpec
+
+    spec = JobSpec.model_validate(
+        {
+            "name": "members",
+            "source_type": "m",
+            "start_urls": ["http://h/records"],
+            "login": {
+                "url": "/login",
+                "form": "form#login",
+                "fields": {"username": "u"},
+                "expired": {"url": "(a|aa)+$"},
+            },
+            "pages": {"records": {"id": "h1::text"}},
+        }
+    )
+    assert spec.login is not None
+    session = Session(
+        spec.login,
+        start_url="http://h/records",
+        secrets=Secrets.from_spec(spec, environ={}),
+        headers={},
+        crawler=None,  # type: ignore[arg-type]  # not reached by what is tested here
+        event=lambda *a, **k: None,
+        stop=lambda reason: None,
+        limits=Limits(timeout=0.2),
+    )
+    started = time.process_time()
+    assert not session._login_like("http://h/" + "a" * 60 + "!")
+    assert time.process_time() - started < 5
+    assert "login.expired.url: extraction ran over FRAMEWORK_EXTRACT_TIMEOUT" in caplog.text
+    assert session._login_like("http://h/aaaa")  # where it matches, it still does

@@ -29,7 +29,7 @@ Owns what a rule means and how requests are paced; it never writes the workspace
 
 from __future__ import annotations
 
-import re
+import logging
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -43,6 +43,8 @@ from scrapy.utils.defer import maybe_deferred_to_future
 from twisted.internet.defer import Deferred
 
 from framework.crawl.politeness import WAIT_SLICE, Abandoned, _engine_closing
+from framework.extract.patterns import LimitExceeded, SafeRegex, search_bounded
+from framework.workspace import redact_url
 
 if TYPE_CHECKING:
     from typing import Self
@@ -51,7 +53,10 @@ if TYPE_CHECKING:
     from scrapy.crawler import Crawler
     from scrapy.http import Request, Response
 
+    from framework.crawl.page import Guard
     from framework.spec.models import BlockRule, JobSpec, RateSpec
+
+logger = logging.getLogger(__name__)
 
 GATE_META = "fw_rate"  # the gate a request waits at
 HELD_META = "fw_rate_held"  # set while it holds a place there
@@ -206,11 +211,26 @@ class Block:
 
 
 class _Rule:
-    def __init__(self, spec: BlockRule) -> None:
+    def __init__(self, spec: BlockRule, guard: Guard) -> None:
         self.spec = spec
         self.status = frozenset(spec.status)
-        self.url = re.compile(spec.url) if spec.url is not None else None
+        # the spec's regex on the bounded engine, as a field's: a pattern that
+        # backtracks on a long URL must not hold the crawl (nor ignore Ctrl-C)
+        self.url = SafeRegex(spec.url) if spec.url is not None else None
+        self.guard = guard
         self.label = spec.name or describe(spec)
+
+    def url_matches(self, url: str) -> bool:
+        """Does the rule's ``url`` pattern match ``url``? One that runs over the time
+        limit is taken as not matching, and said."""
+        assert self.url is not None
+        try:
+            return search_bounded(self.url, url, self.guard.limits)
+        except LimitExceeded as exc:
+            logger.warning(
+                "blocked rule %s: %s; taken as not matching %s", self.label, exc, redact_url(url)
+            )
+            return False
 
     def matches(self, response: Response, sel: Selector | None) -> str | None:
         """The URL that matched (the response's, or a redirect's target), or None."""
@@ -218,7 +238,7 @@ class _Rule:
             return None
         where = response.url
         if self.url is not None:
-            hit = next((u for u in _urls(response) if self.url.search(u)), None)
+            hit = next((u for u in _urls(response) if self.url_matches(u)), None)
             if hit is None:
                 return None
             where = hit
@@ -260,11 +280,11 @@ class Detector:
     """The job's soft-ban rules by row kind: a page kind's own, then the job's; a
     sub-tab has its page kind's and the job's."""
 
-    def __init__(self, spec: JobSpec) -> None:
-        job = [_Rule(r) for r in spec.blocked]
+    def __init__(self, spec: JobSpec, guard: Guard) -> None:
+        job = [_Rule(r, guard) for r in spec.blocked]
         self.rules: dict[str, list[_Rule]] = {}
         for name, kind in spec.page_kinds().items():
-            own = [_Rule(r) for r in kind.blocked] + job
+            own = [_Rule(r, guard) for r in kind.blocked] + job
             self.rules[name] = own
             for tname in kind.subtabs:
                 self.rules[f"{name}.{tname}"] = own
@@ -294,7 +314,7 @@ class Detector:
         status) can tell, since no page came back."""
         for rule in self.rules.get(kind, self.job):
             only_url = rule.spec.css is None and rule.spec.xpath is None and not rule.status
-            if rule.url is not None and only_url and rule.url.search(target):
+            if rule.url is not None and only_url and rule.url_matches(target):
                 return Block(rule=rule.label, url=target, status=None)
         return None
 

@@ -240,7 +240,7 @@ class CrawlRuntime:
         self._reparse_changed: set[str] = set()
         self._reparse_unchanged: set[str] = set()
         self._reparse_unchanged_n = 0  # on pages that also gave new items (see there)
-        self.blocker = Detector(self.spec)  # soft bans: see blocking.py
+        self.blocker = Detector(self.spec, self.job.guard)  # soft bans: see blocking.py
         self.blocked: Block | None = None  # the first page that matched a blocked rule
         # this process in the workspace's `workers` table; with `claiming` (one of
         # `--processes N`) it fetches only rows it holds a lease on (leases.py)

@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 import warnings
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -51,7 +50,8 @@ from twisted.internet.defer import Deferred
 from framework.crawl.politeness import Abandoned, _engine_closing
 from framework.crawl.safety import shown
 from framework.extract.fields import compile_jsonpath
-from framework.workspace import ErrorKind
+from framework.extract.patterns import LimitExceeded, Limits, SafeRegex, search_bounded
+from framework.workspace import ErrorKind, redact_url
 
 if TYPE_CHECKING:
     from http.cookiejar import Cookie
@@ -104,7 +104,10 @@ class Session:
         event: Callable[..., None],
         stop: Callable[[str], None],
         masks: Iterable[Secrets] = (),
+        limits: Limits | None = None,
     ) -> None:
+        """``limits``: the job's extraction limits (``login.expired.url`` runs within
+        their time limit)."""
         self.spec = spec
         self.secrets = secrets
         self.crawler = crawler
@@ -115,7 +118,10 @@ class Session:
         self.shown_url = shown(secrets.mask(self.url))  # for logs and events
         self._headers = {k: secrets.resolve_text(v) for k, v in headers.items()}
         self._login_page = _without_query(self.url)
-        self._url_re = re.compile(spec.expired.url) if spec.expired.url else None
+        # on the bounded engine, as a field's regex: a pattern that backtracks on a long
+        # URL must not hold the crawl (framework/extract/patterns.py)
+        self._url_re = SafeRegex(spec.expired.url) if spec.expired.url else None
+        self._limits = limits or Limits()
         self.generation = 0  # logins that succeeded in this run
         self.failed: str | None = None  # the close reason, once the session is lost
         self._busy = False
@@ -309,7 +315,13 @@ class Session:
 
     def _login_like(self, url: str) -> bool:
         if self._url_re is not None:
-            return self._url_re.search(url) is not None
+            try:
+                return search_bounded(self._url_re, url, self._limits)
+            except LimitExceeded as exc:
+                logger.warning(
+                    "login.expired.url: %s; taken as not matching %s", exc, redact_url(url)
+                )
+                return False
         return _without_query(url) == self._login_page
 
     def progress(self, generation: int | None) -> None:

@@ -196,6 +196,7 @@ class JobSpider(scrapy.Spider):
             event=event,
             stop=self._stop_for_session,
             masks=masks,
+            limits=self.compiled.guard.limits,
         )
 
     def _stop_for_session(self, reason: str) -> None:

@@ -53,6 +53,7 @@ __all__ = [
     "cached_regex",
     "page_budget",
     "record_size",
+    "search_bounded",
     "surrogates_replaced",
     "xpath_regex_literals",
 ]
@@ -224,6 +225,15 @@ class SafeRegex:
 
     def __repr__(self) -> str:
         return f"SafeRegex({self.pattern!r})"
+
+
+def search_bounded(rx: SafeRegex, text: str, limits: Limits) -> bool:
+    """Does ``rx`` match in ``text``, within a budget of its own (``limits``: the job's
+    ``FRAMEWORK_EXTRACT_TIMEOUT``)? For a spec regex that judges a URL outside any page's
+    extraction (a ``blocked`` rule, ``login.expired.url``): raises :class:`LimitExceeded`
+    when spent, as a field's regex would."""
+    with page_budget(limits):
+        return rx.search(text) is not None
 
 
 # ------------------------------------------------- EXSLT regular expressions
