@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from pathlib import Path
 from typing import Any
 
@@ -273,6 +274,23 @@ def test_a_follow_that_matches_nothing_is_a_warning_and_status_shows_it(
     status = crawl_cli("status", "fixture-cases", "--workspace", str(ws))
     assert f"follow_empty list (to detail): {lists}x, e.g. {site.url}/cases" in status.stdout
 
+    # run again (a cron loop does): nothing to fetch, and the diagnosis stays where the
+    # headline points; this run read no page, so its log points at status alone
+    r = crawl_cli("crawl", str(spec), "--workspace", str(ws))
+    assert r.returncode == EXIT_HALTED, r.stderr[-3000:]
+    assert "see the warnings above" not in r.stderr
+    assert "(see `framework status fixture-cases`)" in r.stderr
+    finished = events(ws)[-1]
+    assert finished["counts"]["requests"] == 0
+    assert [(w["what"], w["count"]) for w in finished["warnings"]] == [("follow_empty", lists)]
+    assert finished["carried"] == ["list"]
+    status = crawl_cli("status", "fixture-cases", "--workspace", str(ws))
+    assert f"follow_empty list (to detail): {lists}x, e.g. {site.url}/cases" in status.stdout
+    report = json.loads(
+        crawl_cli("status", "fixture-cases", "--workspace", str(ws), "--json").stdout
+    )
+    assert [w["what"] for w in report["found_nothing"]["warnings"]] == ["follow_empty"]
+
     # fixed, and fetched again from the start: no warning, and a --fresh run is not
     # told to reparse the pages it fetches anyway
     spec.write_text(good)
@@ -285,6 +303,39 @@ def test_a_follow_that_matches_nothing_is_a_warning_and_status_shows_it(
     finished = events(ws)[-1]
     assert finished["counts"]["items_new"] == 70
     assert "follow_empty" not in [w["what"] for w in finished["warnings"]]
+
+
+def test_an_each_of_a_list_with_no_fields_that_matches_nothing_is_said(
+    site, good_spec, tmp_path, crawl_cli
+) -> None:
+    """The usual list -> detail form: the list kind has `each` and `follow` and no
+    fields, so it keeps no record; an `each` that matches nothing on one of its pages
+    (a start URL that is not a list) is said all the same, and so is one that matches
+    nothing anywhere (a typo), which explains the crawl's exit 4."""
+    spec = good_spec("cases", site.url, tmp_path)
+    good = spec.read_text()
+    # the list without its one field: `each` and `follow` only
+    no_fields = re.sub(r"\n  fields:\n    status: .*\n", "\n", good)
+    assert "td.status" not in no_fields
+    detail = f"{site.url}/cases/{next(iter(site.truth.records()))}"
+    start = f'start_urls: ["{site.url}/cases"]'
+    assert start in no_fields
+    spec.write_text(no_fields.replace(start, f'start_urls: ["{site.url}/cases", "{detail}"]'))
+    ws = tmp_path / "ws"
+    r = crawl_cli("crawl", str(spec), "--workspace", str(ws), "-L", "WARNING")
+    assert "`each` of list matched nothing, e.g. at " + detail in r.stderr, r.stderr[-3000:]
+    finished = events(ws)[-1]
+    each = [(w["count"], w["examples"]) for w in finished["warnings"] if w["what"] == "each_empty"]
+    assert each == [(1, [detail])]  # the real list pages matched
+    assert finished["counts"]["items_new"] == 70  # the real list pages were read
+
+    spec.write_text(no_fields.replace("table.cases tbody tr", "table.case tbody tr"))
+    ws = tmp_path / "ws2"
+    r = crawl_cli("crawl", str(spec), "--workspace", str(ws), "-L", "WARNING")
+    assert r.returncode == EXIT_HALTED, r.stderr[-3000:]
+    assert "`each` of list matched nothing" in r.stderr
+    assert "extracted nothing" in r.stderr
+    assert [w["what"] for w in events(ws)[-1]["warnings"]] == ["each_empty"]
 
 
 def test_a_sub_tab_selector_that_matches_nothing_is_said_and_reparse_clears_it(

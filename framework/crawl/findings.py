@@ -115,11 +115,15 @@ class Findings:
         dropped: int,
         end_of_pages: bool,
         follows: Mapping[str, int] | None = None,
+        matched: int | None = None,
     ) -> None:
         """One page of ``kind`` read: the values of the records it kept (the items of
         an emitting kind) and how many it dropped. ``end_of_pages``: an empty page is
         the expected end of its list. ``follows``: the links it found per follow
-        target, for the rules it read (``PageResult.follows``)."""
+        target, for the rules it read (``PageResult.follows``). ``matched``: what its
+        ``each`` matched (``PageResult.matched``; else the records kept and dropped): a
+        list kind with no fields keeps no record, yet an ``each`` of it that matches
+        nothing finds nothing to follow."""
         fill = self._kinds.get(kind)
         if fill is None:  # not setdefault: a _KindFill (three Counters) per page is waste
             fill = self._kinds[kind] = _KindFill()
@@ -138,7 +142,8 @@ class Findings:
                 fill.fields.update(k for k, v in record.items() if filled(v))
         if emits:
             fill.records += kept
-        if each and kept == 0 and dropped == 0 and not end_of_pages:
+        found = matched if matched is not None else kept + dropped
+        if each and found == 0 and not end_of_pages:
             self.note("each_empty", kind, url)
         elif each and dropped and kept == 0:
             self.note("page_all_dropped", kind, url)
@@ -260,6 +265,10 @@ class Findings:
             for kind, f in sorted(self._kinds.items())
             if f.emits
         }
+
+    def kinds_read(self) -> set[str]:
+        """The page and sub-tab kinds this run read a page of."""
+        return set(self._kinds) | set(self._tabs)
 
     def records(self) -> int:
         return sum(f.records for f in self._kinds.values())

@@ -892,12 +892,13 @@ class CrawlRuntime:
             row.kind,
             url,
             emits=kind.spec.emits,
-            each=not single and bool(kind.spec.emits or kind.spec.fields),
+            each=not single,
             values=kept,
             dropped=sum(1 for r in result.records if not r.valid),
             # "until empty" pagination ends on an empty page: that one is expected
             end_of_pages=pg is not None and pg.stop.empty and page > 1,
             follows=result.follows,
+            matched=result.matched,
         )
         if kind.spec.emits and self.drift.watching(row.kind):
             for values in kept:
@@ -1448,17 +1449,48 @@ class CrawlRuntime:
             "fill": self.findings.fill(),
         }
         found["drift"] = self.drift.finish(found["fill"], self._first_selector)
+        self._carry_unread(found)
         if code == EXIT_OK and nothing_extracted(items, self.spec.expect_empty):
             found["nothing_extracted"] = True
+            # a run that read no page has no warning of its own: status has the last's
+            above = "the warnings above and " if self.findings.warnings() else ""
             logger.error(
-                "job %s extracted nothing: no item is stored (see the warnings above and "
-                "`framework status %s`); if that is expected, say `expect_empty: true` in "
-                "the spec",
+                "job %s extracted nothing: no item is stored (see %s`framework status %s`); "
+                "if that is expected, say `expect_empty: true` in the spec",
                 self.spec.name,
+                above,
                 self.spec.name,
             )
             self.event(FOUND_NOTHING_EVENT, what="no_items", kind=self.job.start_kind)
         return found
+
+    def _carry_unread(self, found: dict[str, Any]) -> None:
+        """The kinds this run read no page of keep the warnings and fill counts of the
+        last crawl or reparse (``framework status`` shows the newest run's): a resumed
+        crawl that only fetched detail pages, or one with nothing to do, must not blank
+        what the list pages' run found (an `each` or `follow` that matched nothing),
+        while the headline still points at it. Named in ``carried``, as a reparse
+        names the kinds it left unread."""
+        read = self.findings.kinds_read()
+        known = set(self.job.kinds) | set(self.job.subtabs)
+        if not known - read:
+            return
+        event = self.ws.events.last(EXTRACTION_EVENTS)
+        if event is None:
+            return
+        last = last_extraction(event)
+        carried: set[str] = set()
+        for kind, entry in last["fill"].items():
+            if kind in known and kind not in read and kind not in found["fill"]:
+                found["fill"][kind] = entry
+                carried.add(kind)
+        for warning in last["warnings"]:
+            kind = warning.get("kind")
+            if kind in known and kind not in read:
+                found["warnings"].append(warning)
+                carried.add(kind)
+        if carried:
+            found["carried"] = sorted(carried)
 
     def event(self, name: str, **data: Any) -> None:
         self.ws.events.append(self._event_line(name, **data))

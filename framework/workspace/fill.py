@@ -21,7 +21,7 @@ def last_extraction(event: Mapping[str, Any]) -> dict[str, Any]:
     warnings = event.get("warnings")
     fill = event.get("fill")
     drift = event.get("drift")
-    carried = event.get("carried")  # kinds a reparse left unread: their figures are older
+    carried = event.get("carried")  # kinds the run left unread: their figures are older
     return {
         "by": "reparse" if event.get("event") == "reparse_finished" else "crawl",
         "time": event.get("time") if isinstance(event.get("time"), str) else None,
@@ -106,7 +106,7 @@ def render_lines(report: Mapping[str, Any]) -> list[str]:
         for kind in sorted(set(last) | set(stored)):
             a, b = last.get(kind, {}), stored.get(kind, {})
             older = (
-                " (left unread by the last reparse: the run before's)" if kind in carried else ""
+                f" (left unread by the last {last_by}: the run before's)" if kind in carried else ""
             )
             out.append(
                 f"  {kind}: {a.get('records', '-')} / {b.get('records', '-')} records{older}"
