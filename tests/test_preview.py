@@ -214,6 +214,20 @@ def test_bad_calls_are_usage_errors(site, project):
     assert r.returncode == 2
     assert "no page kind 'nope'" in r.stderr
     assert "list, detail" in r.stderr
+    # a URL that cannot be requested as written: one line, the URL it may have meant
+    before = site.hits("/cases")
+    for url, says in (
+        ("/cases", f"on the job's site: {site.url}/cases"),
+        (site.url.removeprefix("http://") + "/cases", f"did you mean {site.url}/cases?"),
+        ("http://[::1", "is not a URL"),
+        ("http:///cases", "names no host"),
+    ):
+        r = _preview(project, url)
+        assert r.returncode == 2, (url, r.stderr[-2000:])
+        assert says in r.stderr, (url, r.stderr)
+        assert "Traceback" not in r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert site.hits("/cases") == before  # nothing was fetched
 
 
 def test_preview_writes_nothing_to_the_workspace(site, project):

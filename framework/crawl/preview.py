@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urljoin, urlsplit
 
 from scrapy.http import TextResponse
 
@@ -341,6 +342,32 @@ def from_file(path: Path, url: str) -> Response:
     return cls(url=url, body=body, status=200)
 
 
+def _absolute(spec: JobSpec, url: str) -> None:
+    """A UsageError when ``url`` cannot be requested as written: no scheme (a path, or
+    ``host:port/path``: answered with the URL it may have meant), or an http(s) URL
+    with no host. Other schemes are the crawl's to refuse, as on any page."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname
+    except ValueError:  # http://[::1 : a bracket left open
+        raise UsageError(f"{url!r} is not a URL; expected http(s)://host/path") from None
+    if parts.scheme in ("http", "https"):
+        if host:
+            return
+        raise UsageError(f"{url!r} names no host; expected http(s)://host/path")
+    if "://" in url or parts.scheme in ("data", "mailto", "javascript", "tel"):
+        return  # file:, ftp:, data:... refused by the crawl's own rules, said there
+    first = url.split("/", 1)[0]
+    if url.startswith("/") or not any(c in first for c in ".:"):  # a path: on the site
+        hint = f"on the job's site: {urljoin(spec.start_urls[0], url)}" if spec.start_urls else ""
+    else:  # host[:port]/path
+        hint = f"did you mean http://{url}?"
+    raise UsageError(
+        f"{url!r} is not an absolute URL; expected http(s)://host/path"
+        + (f"; {hint}" if hint else "")
+    )
+
+
 def fetch(
     spec: JobSpec,
     spec_path: Path,
@@ -360,6 +387,7 @@ def fetch(
     from framework.crawl.runtime import classify_failure
     from framework.crawl.spider import spider_class
 
+    _absolute(spec, url)
     base = spider_class(spec, spec_path, root / "var")
     got: dict[str, Any] = {}
 
