@@ -106,6 +106,32 @@ def test_css_that_looks_like_xpath_gets_a_hint(tmp_path: Path) -> None:
     assert "write it under `xpath:`" in got[0]
 
 
+def test_selectors_and_regexes_nested_past_the_parsers_are_located_errors(
+    tmp_path: Path,
+) -> None:
+    """500 descendant steps or 500 nested groups (a 1 KB spec) overflow the
+    recursion of cssselect and of Python's regex parser: a located error, not a
+    RecursionError traceback with exit 1."""
+    deep_css = "a " * 500 + "b::text"
+    deep_re = "(" * 500 + "a" + ")" * 500
+    got = problems(
+        tmp_path,
+        f"""\
+        detail:
+          id: {{css: "{deep_css}"}}
+          fields:
+            x: {{re: "{deep_re}"}}
+            y: {{url: "{deep_re}"}}
+        """,
+    )
+    assert len(got) == 3, got
+    assert got[0].startswith("5:13: CSS selector 'a a a")
+    assert "(1007 characters) is nested too deeply to read; expected fewer nested" in got[0]
+    assert got[1].startswith("7:13: regex '(((")
+    assert got[2].startswith("8:14: regex '(((")
+    assert all("nested too deeply" in g for g in got)
+
+
 def test_unreachable_kind_and_bad_start(tmp_path: Path) -> None:
     got = problems(
         tmp_path,

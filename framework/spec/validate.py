@@ -169,6 +169,12 @@ def _literal(text: str) -> str:
 
 _NO_NESTING = "one repeat per run of text, e.g. (a+)+ -> a+, (\\w+\\s?)+ -> [\\w\\s]+"
 _PROBE = etree.fromstring("<html><body><p class='a'>x</p></body></html>")
+_SHALLOW = "fewer nested groups or steps (a few dozen at most)"
+
+
+def _short(expr: str) -> str:
+    """``expr`` as a message quotes it: a selector of 500 steps is not shown whole."""
+    return repr(expr) if len(expr) <= 60 else repr(expr[:60]) + f"... ({len(expr)} characters)"
 
 
 def _http_url(value: Any) -> bool:
@@ -230,6 +236,9 @@ class _Checker:
         except (etree.XPathError, ValueError) as exc:
             label = "XPath" if use_xpath else "CSS selector"
             self.add(path, f"invalid {label} {expr!r}: {exc}", f"a valid {label}")
+        except RecursionError:  # a spec is data anyone may write: 500 nested steps
+            label = "XPath" if use_xpath else "CSS selector"
+            self.add(path, f"{label} {_short(expr)} is nested too deeply to read", _SHALLOW)
 
     def jsonpath(self, path: Path_, expr: Any) -> None:
         if not isinstance(expr, str) or not expr.strip():
@@ -246,12 +255,19 @@ class _Checker:
             return None
         try:
             pattern, _ = compile_regex(expr)
+            empty = pattern.fullmatch("") is not None
         except re.error as exc:
             self.add(path, f"invalid regex {expr!r}: {exc}", "a valid Python regular expression")
             return None
-        if pattern.fullmatch("") is not None:
+        except RecursionError:  # Python's regex parser recurses per group: 500 nested
+            self.add(path, f"regex {_short(expr)} is nested too deeply to read", _SHALLOW)
+            return None
+        if empty:
             self.add(path, f"regex {expr!r} matches the empty string", "a regex that needs text")
-        self.risk(path, expr)
+        try:
+            self.risk(path, expr)
+        except RecursionError:
+            self.add(path, f"regex {_short(expr)} is nested too deeply to read", _SHALLOW)
         return pattern
 
     def risk(self, path: Path_, expr: str) -> None:
