@@ -159,6 +159,7 @@ def test_first_signal_stops_within_the_grace_and_leaves_the_row_pending(
             proc.communicate()
     assert proc.returncode == EXIT_CHECKPOINT, err[-2000:]
     assert "Traceback" not in err
+    assert "deprecated" not in err  # the stop is Scrapy's current API (stop_async)
     assert "interrupted; 1 rows pending" in err
     assert _row_status(ws) == [RowStatus.PENDING]  # not a `timeout` error
     last = events(ws)[-1]

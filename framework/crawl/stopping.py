@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from scrapy import signals
 from scrapy.utils.asyncio import call_later
+from scrapy.utils.defer import deferred_from_coro
 from scrapy.utils.ossignal import install_shutdown_handlers, signal_names
 
 from framework.crawl.verdict import REASON_ABORTED, REASON_BROKEN, REASON_DISK_FULL
@@ -119,7 +120,9 @@ class SignalStop:
             self.grace,
         )
         self._timer = call_later(self.grace, self._force, REASON_SHUTDOWN)
-        self.crawler.stop().addErrback(lambda failure: logger.debug("stop: %s", failure))
+        # stop_async, not stop(): Scrapy 2.19 deprecates stop() and warned on every Ctrl-C
+        stopping = deferred_from_coro(self.crawler.stop_async())
+        stopping.addErrback(lambda failure: logger.debug("stop: %s", failure))
 
     def _abort(self, name: str) -> None:
         logger.warning("%s received again: stopping now; requests in flight stay pending", name)
