@@ -459,6 +459,50 @@ settings: {COOKIES_ENABLED: false}
     assert "exactly one of `form` (a selector) or `json`" in str(err.value)
 
 
+@pytest.mark.parametrize(
+    ("name", "refused"),
+    [
+        ("JSESSIONID", True),
+        ("PHPSESSID", True),
+        ("ASP.NET_SessionId", True),
+        ("connect.sid", True),
+        ("laravel_session", True),
+        ("sid", True),
+        ("auth_token", True),
+        ("consent", False),
+        ("lang", False),
+        ("cookie_banner_seen", False),
+    ],
+)
+def test_a_literal_session_cookie_is_refused_under_the_names_servers_give_it(
+    tmp_path: Path, name: str, refused: bool
+) -> None:
+    """A session pasted from a browser is a credential whatever the server calls it:
+    `JSESSIONID`, `PHPSESSID` and `connect.sid` passed the check that `session` and
+    `sessionid` met. A cookie that is not one (a consent, a language) is left alone."""
+    from framework.errors import SpecError
+    from framework.spec import load_spec
+
+    spec = tmp_path / "job.yaml"
+    spec.write_text(
+        "name: x\nsource_type: x\nstart_urls: ['http://a.example/']\n"
+        f"cookies: {{'{name}': 4f9c2e71a0b3}}\ndetail: {{id: h1}}\n",
+        encoding="utf-8",
+    )
+    if not refused:
+        load_spec(spec)
+        return
+    with pytest.raises(SpecError) as err:
+        load_spec(spec)
+    assert f"a literal credential in cookie '{name}'" in str(err.value)
+    # the same cookie from the environment is how it is given
+    spec.write_text(
+        spec.read_text(encoding="utf-8").replace("4f9c2e71a0b3", '"{env:SITE_SESSION}"'),
+        encoding="utf-8",
+    )
+    load_spec(spec)
+
+
 def test_a_login_refused_mid_crawl_stops_with_the_unfetched_rows_pending(
     members: Callable[..., Members],
     crawl_cli: Callable[..., Any],

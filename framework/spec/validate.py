@@ -172,6 +172,14 @@ _PROBE = etree.fromstring("<html><body><p class='a'>x</p></body></html>")
 _SHALLOW = "fewer nested groups or steps (a few dozen at most)"
 
 
+def _session_cookie(name: str) -> bool:
+    """A cookie name that carries a credential: a secret-looking key, or a session's
+    under the names servers give it (``JSESSIONID``, ``PHPSESSID``,
+    ``ASP.NET_SessionId``, ``connect.sid``, ``laravel_session``, ``sid``)."""
+    norm = name.strip().lower().replace("-", "_")
+    return is_secret_key(name) or "sess" in norm or norm.endswith("sid")
+
+
 def _short(expr: str) -> str:
     """``expr`` as a message quotes it: a selector of 500 steps is not shown whole."""
     return repr(expr) if len(expr) <= 60 else repr(expr[:60]) + f"... ({len(expr)} characters)"
@@ -650,7 +658,7 @@ class _Checker:
                 )
             for problem in env_problems(value):
                 self.add(cpath, problem, "{env:NAME}")
-            if is_secret_key(str(name)) and not env_names(value):
+            if _session_cookie(str(name)) and not env_names(value):
                 self.add(
                     cpath,
                     f"a literal credential in cookie '{name}' (it would be stored and shared)",
