@@ -347,6 +347,8 @@ def test_spec_setting_values_are_type_checked(tmp_path: Path) -> None:
           USER_AGENT: ""
           FRAMEWORK_MAX_ATTEMPTS: 0
           FRAMEWORK_EXTRACT_TIMEOUT: 0
+          DOWNLOAD_TIMEOUT: .inf
+          AUTOTHROTTLE_START_DELAY: .nan
         """,
     )
     assert got == [
@@ -361,6 +363,16 @@ def test_spec_setting_values_are_type_checked(tmp_path: Path) -> None:
         "14:15: wrong value for setting 'USER_AGENT': ''; expected a text",
         "15:27: wrong value for setting 'FRAMEWORK_MAX_ATTEMPTS': 0; expected an integer >= 1",
         "16:30: wrong value for setting 'FRAMEWORK_EXTRACT_TIMEOUT': 0; expected a number > 0",
+        # YAML's infinity and NaN are floats: a timeout of infinity fails every request
+        "17:21: wrong value for setting 'DOWNLOAD_TIMEOUT': inf; expected a number >= 0.001",
+        "18:29: wrong value for setting 'AUTOTHROTTLE_START_DELAY': nan; expected a number >= 0",
+    ]
+    # a user agent goes into a header: one line, as DEFAULT_REQUEST_HEADERS' values
+    got = problems(
+        tmp_path, 'detail: {id: "h1::text"}\nsettings: {USER_AGENT: "a\\r\\nX-Injected: 1"}\n'
+    )
+    assert got == [
+        "5:24: wrong value for setting 'USER_AGENT': 'a\\r\\nX-Injected: 1'; expected a text on one line"
     ]
 
 

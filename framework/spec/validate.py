@@ -12,6 +12,7 @@ files or parse YAML: that is :mod:`framework.spec.load`.
 from __future__ import annotations
 
 import difflib
+import math
 import re
 from collections.abc import Iterable
 from typing import Any, cast
@@ -134,12 +135,15 @@ def _type_problem(kind: str, low: float | None, value: Any) -> str | None:
     """What ``value`` should have been, or None when it fits."""
     if kind == "bool":
         return None if isinstance(value, bool) else "true or false"
+    # .inf and .nan are YAML floats: a timeout or delay of infinity waits for ever (or
+    # fails every request in the HTTP client), and NaN compares false with any bound
+    finite = isinstance(value, int) or (isinstance(value, float) and math.isfinite(value))
     if kind == "positive":
-        ok = not isinstance(value, bool) and isinstance(value, int | float) and value > 0
+        ok = not isinstance(value, bool) and finite and value > 0
         return None if ok else "a number > 0"
     if kind in ("int", "number"):
         ok = not isinstance(value, bool) and (
-            isinstance(value, int) or (kind == "number" and isinstance(value, float))
+            isinstance(value, int) or (kind == "number" and isinstance(value, float) and finite)
         )
         bound = "" if low is None else f" >= {low:g}"
         what = ("an integer" if kind == "int" else "a number") + bound
@@ -147,7 +151,10 @@ def _type_problem(kind: str, low: float | None, value: Any) -> str | None:
             return what
         return None
     if kind == "text":
-        return None if isinstance(value, str) and value.strip() else "a text"
+        if not isinstance(value, str) or not value.strip():
+            return "a text"
+        # USER_AGENT goes into a header: a line break would start another one
+        return "a text on one line" if any(c in value for c in "\r\n\x00") else None
     if kind == "headers":
         if isinstance(value, dict) and all(
             isinstance(k, str) and isinstance(v, str) for k, v in value.items()
