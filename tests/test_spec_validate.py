@@ -282,6 +282,52 @@ def test_urls_domains_settings_and_ship(tmp_path: Path) -> None:
     ]
 
 
+def test_allowed_domains_are_host_names_and_hold_the_start_urls(tmp_path: Path) -> None:
+    """`*`, `*.example.org` and `.` passed validation and then refused the job's own
+    start URLs at run time; so did a start URL on a host outside allowed_domains."""
+    spec = tmp_path / "job.yaml"
+    spec.write_text(
+        "name: cases\nsource_type: demo\n"
+        "start_urls: ['http://127.0.0.1:8800/cases', 'https://shop.example.org/a']\n"
+        "allowed_domains: ['*', '*.example.org', '.', 'sub.example.org']\n"
+        "detail: {id: 'h1::text'}\n"
+    )
+    with pytest.raises(SpecError) as info:
+        load_spec(spec)
+    got = [(p.line, p.col, p.what, p.expected) for p in info.value.problems]
+    assert got == [
+        (
+            3,
+            14,
+            "start URL host '127.0.0.1' is not in allowed_domains: the crawl would refuse it",
+            "one of sub.example.org (or a subdomain), or add '127.0.0.1' to them",
+        ),
+        (
+            3,
+            45,
+            "start URL host 'shop.example.org' is not in allowed_domains: the crawl would "
+            "refuse it",
+            "one of sub.example.org (or a subdomain), or add 'shop.example.org' to them",
+        ),
+        (4, 19, "allowed domain '*' is not a host name", "example.org"),
+        (
+            4,
+            24,
+            "allowed domain '*.example.org' is not a host name",
+            "example.org (its subdomains are allowed with it)",
+        ),
+        (4, 41, "allowed domain '.' is not a host name", "example.org"),
+    ]
+    # a domain allows its subdomains; an IP address and a leading dot are host names
+    spec.write_text(
+        "name: cases\nsource_type: demo\n"
+        "start_urls: ['http://127.0.0.1:8800/cases', 'https://shop.example.org/a']\n"
+        "allowed_domains: ['127.0.0.1', '.example.org']\n"
+        "detail: {id: 'h1::text'}\n"
+    )
+    load_spec(spec)
+
+
 def test_kind_names_and_subtab_names(tmp_path: Path) -> None:
     got = problems(
         tmp_path,

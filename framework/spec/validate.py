@@ -187,6 +187,13 @@ def _session_cookie(name: str) -> bool:
     return is_secret_key(name) or "sess" in norm or norm.endswith("sid")
 
 
+def _host_name(domain: str) -> bool:
+    """A host name or IPv4 address, as ``allowed_domains`` takes one (a leading or
+    trailing dot is dropped): labels of letters, digits, ``-`` and ``_``; no ``*``."""
+    labels = domain.strip(".").split(".")
+    return all(label and all(c.isalnum() or c in "-_" for c in label) for label in labels)
+
+
 def _short(expr: str) -> str:
     """``expr`` as a message quotes it: a selector of 500 steps is not shown whole."""
     return repr(expr) if len(expr) <= 60 else repr(expr[:60]) + f"... ({len(expr)} characters)"
@@ -806,14 +813,33 @@ class _Checker:
                     f"start URL {url!r} is not an absolute http(s) URL",
                     "http://host/path",
                 )
+        hosts: list[str] = []
         for i, domain in enumerate(domains if isinstance(domains, list | tuple) else ()):
             if not isinstance(domain, str):
                 continue
-            if not domain or "/" in domain or ":" in domain or " " in domain:
+            if not _host_name(domain):
+                wild = domain.lstrip("*.")
                 self.add(
                     ("allowed_domains", i),
                     f"allowed domain {domain!r} is not a host name",
-                    "example.org",
+                    f"{wild} (its subdomains are allowed with it)"
+                    if domain.startswith("*") and _host_name(wild)
+                    else "example.org",
+                )
+            else:
+                hosts.append(domain.strip(".").lower())
+        if not hosts:  # none given (every host of the start URLs), or none readable
+            return
+        for i, url in enumerate(urls if isinstance(urls, list | tuple) else ()):
+            if not isinstance(url, str) or not is_start_url(url):
+                continue
+            host = (urlsplit(_without_env(url)).hostname or "").lower()
+            if host and not any(host == d or host.endswith("." + d) for d in hosts):
+                self.add(
+                    ("start_urls", i),
+                    f"start URL host {host!r} is not in allowed_domains: the crawl would "
+                    "refuse it",
+                    f"one of {', '.join(hosts)} (or a subdomain), or add {host!r} to them",
                 )
 
     def run(self) -> list[SpecProblem]:
