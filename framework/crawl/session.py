@@ -427,17 +427,27 @@ class SessionMiddleware:
             return None
         return getattr(self.crawler.spider, "session", None)
 
-    async def process_request(self, request: Request) -> None:
+    async def process_request(self, request: Request) -> Request | None:
         session = self._session(request)
         if session is None:
-            return
+            return None
+        before = session.generation
         await session.ready()
+        fresh = _GENERATION not in request.meta and _TRIES not in request.meta
+        if fresh and 0 < before < session.generation:
+            # It waited at the gate through a login that a spent session caused: the
+            # pages that found it spent go first on the new one (a site that allows a
+            # session so many pages would spend it on the requests that waited here,
+            # and the ones sent again would find it spent too). Back to the scheduler,
+            # behind them (RELOGIN_BOOST); a hop of a redirect keeps its place.
+            return request.replace(dont_filter=True)
         if session.token_header is not None:  # the current login's, on a retry too
             name, value = session.token_header
             request.headers[name] = value
         # a redirect hop keeps the login its first request was sent under
         request.meta.setdefault(_ORIGINAL, request)
         request.meta.setdefault(_GENERATION, session.generation)
+        return None
 
     async def process_response(self, request: Request, response: Response) -> Response | Request:
         session = self._session(request)

@@ -837,8 +837,7 @@ class _Checker:
             if host and not any(host == d or host.endswith("." + d) for d in hosts):
                 self.add(
                     ("start_urls", i),
-                    f"start URL host {host!r} is not in allowed_domains: the crawl would "
-                    "refuse it",
+                    f"start URL host {host!r} is not in allowed_domains: the crawl would refuse it",
                     f"one of {', '.join(hosts)} (or a subdomain), or add {host!r} to them",
                 )
 
