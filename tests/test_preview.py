@@ -146,6 +146,23 @@ def test_a_follow_that_finds_no_link_on_the_page_is_said(site, project):
     assert "! follow to detail: no link to follow on this page" in r.stdout
 
 
+def test_a_next_selector_that_finds_no_next_page_is_said(site, project):
+    """A wrong `next` ends the crawl at page 1 with no error (the last page of a list
+    has no next link either): preview says it, as for a follow rule."""
+    r = _preview(project, "--json")
+    assert r.returncode == 0, r.stderr
+    assert _json(r)["next_empty"] is None  # the good selector finds page 2
+    spec = project / "projects" / JOB / "job.yaml"
+    text = spec.read_text(encoding="utf-8")
+    spec.write_text(text.replace("a.next::attr(href)", "a.nxt::attr(href)"), encoding="utf-8")
+    r = _preview(project, "--json")
+    assert r.returncode == 0, r.stderr  # a last page has none: said, not failed
+    report = _json(r)
+    assert (report["next"], report["next_empty"]) == ([], "a.nxt::attr(href)")
+    r = _preview(project)
+    assert "! next (a.nxt::attr(href)): no next page on this page" in r.stdout
+
+
 def test_a_missing_required_field_exits_1_and_says_which(site, project):
     untitled = next(b for b in site.truth.broken if b.reason == "missing_required")
     r = _preview(project, untitled.url, "--kind", "detail", "--json")

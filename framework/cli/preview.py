@@ -155,6 +155,11 @@ def render(report: Any) -> str:
     if report.follow:
         lines.append(f"links to follow ({len(report.follow)}):")
         lines.extend(f"  -> {link['url']}  ({link['kind']})" for link in report.follow)
+    if report.next_empty:
+        lines.append(
+            f"! next ({report.next_empty}): no next page on this page (a list's last page "
+            "has none; on its first, check the selector)"
+        )
     if report.next:
         lines.append("next page:")
         lines.extend(f"  -> {link['url']}  ({link['kind']})" for link in report.next)

@@ -96,6 +96,9 @@ class Preview:
     reads_records: bool = True
     # the kinds a follow rule read on this page leads to but found no link to
     follow_empty: list[str] = field(default_factory=list)
+    # the kind's `next` selector when it found no next page here (a list's last page
+    # has none; a wrong selector has none on any page, and the crawl ends at page 1)
+    next_empty: str | None = None
     # where the page keeps data in scripts, when `each` found nothing (extract/hints.py)
     script_data: dict[str, list[str]] | None = None
 
@@ -240,6 +243,9 @@ def explain(
     report.follow_empty = sorted(to for to, n in result.follows.items() if not n)
     report.follow = [{"kind": link.kind, "url": link.url} for link in result.links]
     report.next = [{"kind": link.kind, "url": link.url} for link in result.next_pages]
+    pg = compiled.spec.pagination
+    if pg is not None and pg.next is not None and not result.next_pages:
+        report.next_empty = pg.next
     report.forms = [
         {"kind": f.kind, "method": f.method, "url": f.url, "body": f.body, "carry": f.carry}
         for f in result.forms
