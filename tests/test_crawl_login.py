@@ -412,8 +412,8 @@ def test_the_login_form_template_crawls_the_members_site(
         cwd=tmp_path,
     )
     assert r.returncode == 0, r.stderr
-    monkeypatch.setenv("SITE_USER", USER)
-    monkeypatch.setenv("SITE_PASSWORD", PASSWORD)
+    monkeypatch.setenv("FW_SITE_USER", USER)
+    monkeypatch.setenv("FW_SITE_PASSWORD", PASSWORD)
     ws = tmp_path / "ws"
     job = tmp_path / "projects" / "members" / "job.yaml"
     r = crawl(crawl_cli, job, ws, "-s", "DOWNLOAD_DELAY=0")
@@ -436,7 +436,7 @@ cookies: {consent: "ok; admin=1", session: abc123}
 login:
   url: http://elsewhere.example/login
   form: "form#login["
-  fields: {username: "{env:SITE_USER}", password: hunter22}
+  fields: {username: "{env:FW_SITE_USER}", password: hunter22}
   success: {css: "a.logout"}
   expired: {url: "("}
 list:
@@ -516,7 +516,7 @@ def test_a_literal_session_cookie_is_refused_under_the_names_servers_give_it(
     assert f"a literal credential in cookie '{name}'" in str(err.value)
     # the same cookie from the environment is how it is given
     spec.write_text(
-        spec.read_text(encoding="utf-8").replace("4f9c2e71a0b3", '"{env:SITE_SESSION}"'),
+        spec.read_text(encoding="utf-8").replace("4f9c2e71a0b3", '"{env:FW_SITE_SESSION}"'),
         encoding="utf-8",
     )
     load_spec(spec)

@@ -189,6 +189,57 @@ def test_validate_refuses_userinfo_through_the_cli(
     ), r.stderr
 
 
+def test_a_spec_reads_only_fw_variables(
+    tmp_path: Path,
+    crawl_cli: Callable[..., Any],
+    recording_site: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A spec copied from someone else named any variable of the crawl's environment
+    and sent it to a host of its choosing: `?q={env:AWS_SECRET_ACCESS_KEY}` reached the
+    site. Only `FW_*` variables are a spec's to read: validate refuses the others where
+    they are written, the crawl refuses them before any request, and so does a spec's
+    `ship.token_env` (it names the endpoint too)."""
+    secret = "aws-s3cr3t-key-value"
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", secret)
+    monkeypatch.setenv("FRAMEWORK_SHIP_TOKEN", "ship-t0ken-value")
+    spec = tmp_path / "job.yaml"
+    spec.write_text(
+        "name: cases\nsource_type: demo\n"
+        f"start_urls: ['{recording_site.url}/cases?q={{env:AWS_SECRET_ACCESS_KEY}}']\n"
+        "headers: {X-Trace: '{env:FRAMEWORK_SHIP_TOKEN}'}\n"
+        "ship: {endpoint: 'http://127.0.0.1:9/items', token_env: GITHUB_TOKEN}\n"
+        "detail: {id: 'h1::text'}\n"
+    )
+    r = crawl_cli("validate", str(spec))
+    assert r.returncode == 2, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 3, r.stderr
+    assert lines[0].startswith(
+        f"{spec}:3:14: {{env:AWS_SECRET_ACCESS_KEY}}: a spec reads only variables named FW_*"
+    )
+    assert lines[0].endswith("expected {env:FW_AWS_SECRET_ACCESS_KEY}, exported under that name")
+    assert lines[1].startswith(f"{spec}:4:20: {{env:FRAMEWORK_SHIP_TOKEN}}: a spec reads only")
+    assert lines[2].startswith(f"{spec}:5:57: ship token_env 'GITHUB_TOKEN': a spec names only")
+    r = crawl_cli("crawl", str(spec), "--workspace", str(tmp_path / "ws"))
+    assert r.returncode == 2, r.stderr[-3000:]
+    assert recording_site.received == []  # nothing left the machine
+    assert secret not in r.stderr + r.stdout
+    # the last gate, for a spec that never went through validation
+    from framework.spec.models import JobSpec
+
+    model = JobSpec.model_validate(
+        {
+            "name": "j",
+            "source_type": "s",
+            "start_urls": ["http://h/?q={env:AWS_SECRET_ACCESS_KEY}"],
+            "detail": {"id": "h1::text"},
+        }
+    )
+    with pytest.raises(UsageError, match="a spec reads only variables named FW_"):
+        Secrets.from_spec(model, environ={"AWS_SECRET_ACCESS_KEY": secret})
+
+
 # ---------------------------------------------------------------- the masker itself
 
 
@@ -197,25 +248,31 @@ def _spec(**extra: Any) -> JobSpec:
         {
             "name": "j",
             "source_type": "s",
-            "start_urls": ["http://h/list?token={env:TOK}"],
+            "start_urls": ["http://h/list?token={env:FW_TOK}"],
             "detail": {
                 "id": "h1::text",
                 "subtabs": {
                     "t": {
-                        "url": "/x/{id}?k={env:KEY}",
+                        "url": "/x/{id}?k={env:FW_KEY}",
                         "method": "POST",
-                        "body": {"form": {"a": "{env:FORMV}"}},
+                        "body": {"form": {"a": "{env:FW_FORMV}"}},
                         "fields": {"a": "p::text"},
                     }
                 },
             },
-            "headers": {"Authorization": "Bearer {env:BEAR}"},
+            "headers": {"Authorization": "Bearer {env:FW_BEAR}"},
             **extra,
         }
     )
 
 
-ENV = {"TOK": "t/k+n=1", "KEY": "key-123", "FORMV": "a b&c", "BEAR": "brr-1234", "HOME": "/root"}
+ENV = {
+    "FW_TOK": "t/k+n=1",
+    "FW_KEY": "key-123",
+    "FW_FORMV": "a b&c",
+    "FW_BEAR": "brr-1234",
+    "HOME": "/root",
+}
 
 
 def _row(url: str, body: str | None = None, body_type: str | None = None) -> Row:
@@ -228,7 +285,7 @@ def _row(url: str, body: str | None = None, body_type: str | None = None) -> Row
 def test_resolve_quotes_each_value_for_where_it_goes() -> None:
     s = Secrets.from_spec(_spec(), environ=ENV)
     url, body, headers = s.resolve(
-        _row("http://h/x?t={env:TOK}&h={env:HOME}", "a=%7Benv%3AFORMV%7D", "form"),
+        _row("http://h/x?t={env:FW_TOK}&h={env:HOME}", "a=%7Benv%3AFW_FORMV%7D", "form"),
         {"Content-Type": "application/x-www-form-urlencoded"},
     )
     assert url == "http://h/x?t=t%2Fk%2Bn%3D1&h={env:HOME}"  # HOME is not the spec's: text
@@ -237,17 +294,17 @@ def test_resolve_quotes_each_value_for_where_it_goes() -> None:
         "Authorization": "Bearer brr-1234",
         "Content-Type": "application/x-www-form-urlencoded",
     }
-    _, body, _ = s.resolve(_row("http://h/", '{"a": "{env:BEAR}"}', "json"), {})
+    _, body, _ = s.resolve(_row("http://h/", '{"a": "{env:FW_BEAR}"}', "json"), {})
     assert body == b'{"a": "brr-1234"}'
 
 
 def test_mask_turns_every_form_back_into_the_reference() -> None:
     s = Secrets.from_spec(_spec(), environ=ENV)
     assert s.mask("http://h/x?t=t%2Fk%2Bn%3D1&u=t/k+n=1&v=t%2Fk%2Bn%3D1") == (
-        "http://h/x?t={env:TOK}&u={env:TOK}&v={env:TOK}"
+        "http://h/x?t={env:FW_TOK}&u={env:FW_TOK}&v={env:FW_TOK}"
     )
     assert s.mask_value({"a": ["Bearer brr-1234", {"b": "a+b%26c"}], "n": 5}) == {
-        "a": ["Bearer {env:BEAR}", {"b": "{env:FORMV}"}],
+        "a": ["Bearer {env:FW_BEAR}", {"b": "{env:FW_FORMV}"}],
         "n": 5,
     }
 
@@ -261,24 +318,24 @@ def test_mask_outcome_defuses_references_a_page_wrote() -> None:
             error="boom at http://h/?token=t%2Fk%2Bn%3D1",
             new_rows=[
                 # a link on a page that names a reference of the spec: never resolved
-                NewRow(kind="detail", url="http://h/p?x={env:BEAR}&t=t%2Fk%2Bn%3D1"),
+                NewRow(kind="detail", url="http://h/p?x={env:FW_BEAR}&t=t%2Fk%2Bn%3D1"),
                 NewRow(
                     kind="detail.t",
                     # joined to a redirect target's path that named BEAR: not the tab's
-                    url="http://h/{env:BEAR}/x/1?k={env:KEY}",
-                    body="a=%7Benv%3AFORMV%7D",
+                    url="http://h/{env:FW_BEAR}/x/1?k={env:FW_KEY}",
+                    body="a=%7Benv%3AFW_FORMV%7D",
                     context={"tab": "t", "item_key": "s:1"},
                 ),
             ],
             parts=[PartWrite("s:1", "t", {"echo": "key-123"})],
         )
     )
-    assert out.error == "boom at http://h/?token={env:TOK}"
+    assert out.error == "boom at http://h/?token={env:FW_TOK}"
     link, tab = out.new_rows
-    assert link.url == "http://h/p?x=%7Benv:BEAR}&t={env:TOK}"
-    assert s.resolve(_row(link.url), {})[0] == "http://h/p?x=%7Benv:BEAR}&t=t%2Fk%2Bn%3D1"
-    assert tab.url == "http://h/%7Benv:BEAR}/x/1?k={env:KEY}"
-    assert out.parts[0].value == {"echo": "{env:KEY}"}
+    assert link.url == "http://h/p?x=%7Benv:FW_BEAR}&t={env:FW_TOK}"
+    assert s.resolve(_row(link.url), {})[0] == "http://h/p?x=%7Benv:FW_BEAR}&t=t%2Fk%2Bn%3D1"
+    assert tab.url == "http://h/%7Benv:FW_BEAR}/x/1?k={env:FW_KEY}"
+    assert out.parts[0].value == {"echo": "{env:FW_KEY}"}
 
 
 def test_log_records_are_masked(caplog: pytest.LogCaptureFixture) -> None:
@@ -296,8 +353,8 @@ def test_log_records_are_masked(caplog: pytest.LogCaptureFixture) -> None:
         text = caplog.text
         assert "t%2Fk%2Bn%3D1" not in text
         assert "brr-1234" not in text
-        assert "<GET http://h/?t={env:TOK}>" in text
-        assert "ValueError: bad {env:BEAR}" in text
+        assert "<GET http://h/?t={env:FW_TOK}>" in text
+        assert "ValueError: bad {env:FW_BEAR}" in text
     finally:
         from framework.crawl import secrets as module
 
@@ -307,9 +364,12 @@ def test_log_records_are_masked(caplog: pytest.LogCaptureFixture) -> None:
 @pytest.mark.parametrize(
     ("environ", "message"),
     [
-        ({**ENV, "TOK": ""}, "environment variable TOK is empty or shorter than 4"),
-        ({k: v for k, v in ENV.items() if k != "BEAR"}, "environment variable BEAR is not set"),
-        ({**ENV, "KEY": "x\r\nInjected: 1"}, "environment variable KEY holds a line break"),
+        ({**ENV, "FW_TOK": ""}, "environment variable FW_TOK is empty or shorter than 4"),
+        (
+            {k: v for k, v in ENV.items() if k != "FW_BEAR"},
+            "environment variable FW_BEAR is not set",
+        ),
+        ({**ENV, "FW_KEY": "x\r\nInjected: 1"}, "environment variable FW_KEY holds a line break"),
     ],
 )
 def test_unusable_variables_are_named_never_shown(environ: dict[str, str], message: str) -> None:

@@ -266,18 +266,18 @@ def test_preview_writes_nothing_to_the_workspace(site, project):
 def test_credentials_are_resolved_and_never_shown(site, project):
     spec = project / "projects" / JOB / "job.yaml"
     text = spec.read_text(encoding="utf-8")
-    spec.write_text(text + '\nheaders: {X-Api-Key: "{env:PREVIEW_KEY}"}\n', encoding="utf-8")
+    spec.write_text(text + '\nheaders: {X-Api-Key: "{env:FW_PREVIEW_KEY}"}\n', encoding="utf-8")
     r = _preview(project)
     assert r.returncode == 2
-    assert "PREVIEW_KEY is not set" in r.stderr
+    assert "FW_PREVIEW_KEY is not set" in r.stderr
     secret = "s3cr3t-preview-value"
-    env = {**_env(), "PREVIEW_KEY": secret}
-    url = f"{site.url}/cases?key={{env:PREVIEW_KEY}}"
+    env = {**_env(), "FW_PREVIEW_KEY": secret}
+    url = f"{site.url}/cases?key={{env:FW_PREVIEW_KEY}}"
     r = _run_env(project, env, "preview", JOB, url, "--json")
     assert r.returncode == 1, r.stderr  # the site knows no `key`: a 404 page, shown as one
     assert _json(r)["status"] == 404
     assert secret not in r.stdout + r.stderr
-    assert _json(r)["url"] == f"{site.url}/cases?key={{env:PREVIEW_KEY}}"
+    assert _json(r)["url"] == f"{site.url}/cases?key={{env:FW_PREVIEW_KEY}}"
     assert site.hits(f"/cases?key={secret}") >= 1  # the value was sent
 
 

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, quote_plus
 
 from framework.errors import UsageError
-from framework.spec.template import ENV_REF, Template, env_names
+from framework.spec.template import ENV_REF, Template, env_names, env_refused
 
 if TYPE_CHECKING:
     from framework.spec.models import JobSpec
@@ -147,6 +147,9 @@ class Secrets:
         env = os.environ if environ is None else environ
         values: dict[str, str] = {}
         for name in spec_env_names(spec):
+            refused = env_refused(name)
+            if refused is not None:  # validate says so first; this is the last gate
+                raise UsageError(f"{where}: {refused}")
             value = env.get(name)
             if value is None:
                 raise UsageError(

@@ -31,11 +31,13 @@ from framework.errors import FrameworkError
 __all__ = [
     "ENV_REF",
     "FILTERS",
+    "SPEC_ENV_PREFIX",
     "MissingValue",
     "Template",
     "TemplateError",
     "env_names",
     "env_problems",
+    "env_refused",
     "slug",
 ]
 
@@ -47,6 +49,24 @@ _ENV_LOOSE = re.compile(r"\{\s*env\s*:([^{}]*)\}")
 def env_names(text: str) -> list[str]:
     """The variable names ``text`` refers to with ``{env:NAME}``, in order."""
     return ENV_REF.findall(text) if "{env:" in text else []
+
+
+# A spec reads only the variables named with this prefix. A spec is data copied from
+# strangers, and a reference sends its variable's value to a host the spec chooses: the
+# prefix is the operator's consent (as Vite exposes only VITE_* variables to the code it
+# bundles). Cloud keys, CI tokens and the framework's own FRAMEWORK_* are out of reach.
+SPEC_ENV_PREFIX = "FW_"
+
+
+def env_refused(name: str) -> str | None:
+    """Why a spec may not read variable ``name``, or None."""
+    if name.startswith(SPEC_ENV_PREFIX) and len(name) > len(SPEC_ENV_PREFIX):
+        return None
+    return (
+        f"{{env:{name}}}: a spec reads only variables named {SPEC_ENV_PREFIX}* (a spec "
+        "copied from someone else could send any other, a cloud key or a CI token, to "
+        "a host it chooses)"
+    )
 
 
 def env_problems(text: str) -> list[str]:

@@ -34,7 +34,15 @@ from framework.extract.patterns import backtracking_risk
 from framework.spec.load import Document, Path_
 from framework.spec.models import KIND_NAME_RE, SOURCE_KEYS, BlockRule, JobSpec, PageKind
 from framework.spec.render import render_problems
-from framework.spec.template import ENV_REF, Template, TemplateError, env_names, env_problems
+from framework.spec.template import (
+    ENV_REF,
+    SPEC_ENV_PREFIX,
+    Template,
+    TemplateError,
+    env_names,
+    env_problems,
+    env_refused,
+)
 from framework.workspace.jsonl import is_secret_key, is_secret_param
 
 __all__ = [
@@ -670,8 +678,7 @@ class _Checker:
                     f"cookie {name!r} has a character a cookie value cannot carry",
                     "no ';', ',', quote, backslash, line break or surrounding space",
                 )
-            for problem in env_problems(value):
-                self.add(cpath, problem, "{env:NAME}")
+            self.env_refs(cpath, value)
             if _session_cookie(str(name)) and not env_names(value):
                 self.add(
                     cpath,
@@ -707,12 +714,10 @@ class _Checker:
             self.selector((*path, "form"), login.form, kind="css")
         for name, value in login.fields.items():
             fpath: Path_ = (*path, "fields", name)
-            for problem in env_problems(value):
-                self.add(fpath, problem, "{env:NAME}")
+            self.env_refs(fpath, value)
             self.literal_secret(fpath, str(name), value, "login field")
         for p, v in _strings(login.json_body, (*path, "json")):
-            for problem in env_problems(v):
-                self.add(p, problem, "{env:NAME}")
+            self.env_refs(p, v)
             if isinstance(p[-1], str):
                 self.literal_secret(p, p[-1], v, "login JSON field")
         if login.success.css is not None:
@@ -743,9 +748,18 @@ class _Checker:
                 "{env:NAME}, an environment variable the crawl reads when it sends",
             )
 
-    def url_secrets(self, path: Path_, url: str, what: str) -> None:
-        for problem in env_problems(url):
+    def env_refs(self, path: Path_, text: str) -> None:
+        """The ``{env:NAME}`` references of ``text``: well formed, and to a variable a
+        spec may read (:data:`SPEC_ENV_PREFIX`)."""
+        for problem in env_problems(text):
             self.add(path, problem, "{env:NAME}")
+        for name in env_names(text):
+            why = env_refused(name)
+            if why is not None:
+                self.add(path, why, f"{{env:{SPEC_ENV_PREFIX}{name}}}, exported under that name")
+
+    def url_secrets(self, path: Path_, url: str, what: str) -> None:
+        self.env_refs(path, url)
         try:
             parts = urlsplit(url)
         except ValueError:
@@ -775,8 +789,7 @@ class _Checker:
                 continue
             if "\r" in value or "\n" in value:
                 self.add(hpath, f"header {name!r} has a line break", "one line of text")
-            for problem in env_problems(value):
-                self.add(hpath, problem, "{env:NAME}")
+            self.env_refs(hpath, value)
             if "{env:" in value and not resolved:
                 self.add(
                     hpath,
@@ -847,6 +860,15 @@ class _Checker:
         self.settings(spec.settings)
         self.credentials()
         self.blocked_rules(("blocked",), spec.blocked)
+        token_env = spec.ship.token_env
+        if token_env is not None and env_refused(token_env) is not None:
+            # the spec names the endpoint too: any other variable could be sent there
+            self.add(
+                ("ship", "token_env"),
+                f"ship token_env {token_env!r}: a spec names only variables {SPEC_ENV_PREFIX}* "
+                "(with `--token-env` or FRAMEWORK_SHIP_TOKEN_ENV, the operator names any)",
+                f"{SPEC_ENV_PREFIX}{token_env}",
+            )
         if spec.ship.endpoint is not None and not _http_url(spec.ship.endpoint):
             self.add(
                 ("ship", "endpoint"),
@@ -1034,8 +1056,7 @@ class _Checker:
                             (*vpath, "value") if fld.value is not None else (*vpath, "values", j)
                         )
                     self.template(tpath, text, known, "form field template")
-                    for problem in env_problems(text):
-                        self.add(tpath, problem, "{env:NAME}")
+                    self.env_refs(tpath, text)
                     if env_names(text) and form.method != "POST":
                         self.add(
                             tpath,
