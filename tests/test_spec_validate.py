@@ -217,6 +217,8 @@ def test_field_level_checks(tmp_path: Path) -> None:
             g: {re: '(\\d*)'}
             h: {embedded: {re: 'x = (.*);', pathh: "$.a"}}
             i: {css: h1, replace: [{pattern: "(", to: ""}]}
+            j: {css: h1, type: date, format: "%d.%Q"}
+            k: {css: h1, type: datetime, format: "%d.%m.%"}
             source_id: "h2::text"
         """,
     )
@@ -224,6 +226,8 @@ def test_field_level_checks(tmp_path: Path) -> None:
     for fragment in (
         "`format` on a field of type string",
         "date format 'YYYY' has no % directive",
+        "date format '%d.%Q': 'Q' is a bad directive in format '%d.%Q'",
+        "date format '%d.%m.%': stray % in format '%d.%m.%'",
         "`min` on a field of type string",
         "max 1 is below min 5",
         "default 'many' is not a integer",

@@ -14,6 +14,7 @@ from __future__ import annotations
 import difflib
 import math
 import re
+import time
 from collections.abc import Iterable
 from typing import Any, cast
 from urllib.parse import parse_qsl, urljoin, urlsplit
@@ -185,6 +186,16 @@ def _literal(text: str) -> str:
 _NO_NESTING = "one repeat per run of text, e.g. (a+)+ -> a+, (\\w+\\s?)+ -> [\\w\\s]+"
 _PROBE = etree.fromstring("<html><body><p class='a'>x</p></body></html>")
 _SHALLOW = "fewer nested groups or steps (a few dozen at most)"
+
+
+def _bad_date_format(fmt: str) -> str | None:
+    """What strptime refuses in ``fmt`` (a bad directive, a stray %), or None."""
+    try:
+        time.strptime("", fmt)
+    except ValueError as exc:
+        text = str(exc)
+        return text if "directive" in text or "stray %" in text else None
+    return None
 
 
 def _session_cookie(name: str) -> bool:
@@ -367,6 +378,12 @@ class _Checker:
                     (*path, "format"),
                     f"date format {raw['format']!r} has no % directive",
                     "e.g. %d.%m.%Y",
+                )
+            elif (bad := _bad_date_format(str(raw["format"]))) is not None:
+                # a bad directive never matches: the field would fall back to the
+                # built-in forms without a word, or fail on every page
+                self.add(
+                    (*path, "format"), f"date format {raw['format']!r}: {bad}", "e.g. %d.%m.%Y"
                 )
         for key in ("min", "max"):
             if key in raw and type_ not in ("integer", "number", "price"):
