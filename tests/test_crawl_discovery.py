@@ -209,6 +209,11 @@ def test_gzip_bombs_are_error_rows_not_memory(sitemap_site, tmp_path):
         assert "DOWNLOAD_MAXSIZE" in (row.last_error or ""), row.last_error
         assert not row.retryable  # the same body will not shrink by asking again
     assert "gzip sitemap larger than DOWNLOAD_MAXSIZE" in failed["bomb.xml.gz"].last_error
+    # a Content-Encoding bomb is said as the other size refusals are, not in Scrapy's words
+    assert failed["bomb-encoded.xml"].last_error == (
+        "response larger than DOWNLOAD_MAXSIZE (4194304 bytes) once decompressed "
+        "(its Content-Encoding): page not read"
+    )
 
 
 @pytest.mark.parametrize(

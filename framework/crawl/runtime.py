@@ -1640,7 +1640,12 @@ def classify_failure(failure: Failure) -> tuple[ErrorKind, str]:
     if isinstance(exc.__cause__, _DecompressionMaxSizeExceeded):
         # HttpCompressionMiddleware's IgnoreRequest for a Content-Encoding (gzip...) body
         # over DOWNLOAD_MAXSIZE once decoded: a bomb, typed like a body over the size
-        return ErrorKind.PARSE, f"response {exc.__cause__}: page not read (DOWNLOAD_MAXSIZE)"
+        # said as the other size refusals say it (safety.py), not in Scrapy's words
+        cap = getattr(exc.__cause__, "max_size", None)
+        return ErrorKind.PARSE, (
+            f"response larger than DOWNLOAD_MAXSIZE ({cap} bytes) once decompressed "
+            "(its Content-Encoding): page not read"
+        )
     if _tls_failed(exc):
         # not a host that is down: a certificate or protocol problem a human must see
         return ErrorKind.OTHER, f"TLS handshake failed: {_describe(exc)}"
