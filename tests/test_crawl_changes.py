@@ -137,10 +137,18 @@ def test_a_recrawl_quarantines_changes_over_a_limit_until_reviewed(
             cwd=tmp_path,
         )
         assert r.returncode == EXIT_OK, r.stderr[-3000:]
+        shipped_stderr.append(r.stderr)
         return dict(fault_endpoint.rows)
 
-    # ship sends the accepted versions only: the held candidates never leave
+    shipped_stderr: list[str] = []
+    # ship sends the accepted versions only: the held candidates never leave, and it
+    # says so rather than only "drained"
     assert ship() == {k: h for k, (h, complete) in hashes.items() if complete}
+    assert (
+        "2 records held back by the crawl, never shipped (review_required 2): "
+        "`framework status` counts them by rule, `framework review` decides the "
+        "review_required ones"
+    ) in shipped_stderr[-1]
 
     listed = crawl_cli("review", "fixture-cases", "--workspace", str(ws), cwd=tmp_path)
     assert listed.returncode == EXIT_OK, listed.stderr

@@ -290,7 +290,24 @@ class Shipper:
             with self._run_lock():
                 summary = self._run_locked()
         self._tell_incomplete()
+        self._tell_held()
         return summary
+
+    def _tell_held(self) -> None:
+        """Records the crawl held back (a broken rule, a change over its limit) are not
+        items and never ship: a run that shipped none of them says so, not only
+        "drained" (a workspace whose every record was held shipped nothing, exit 0)."""
+        if self.options.only:
+            return
+        held = self.ws.store.hold_counts()
+        n = int(held.get("total", 0))
+        if n:
+            by = ", ".join(f"{k} {v}" for k, v in sorted(held.get("by_status", {}).items()))
+            self.notice(
+                f"{n} record{'s' if n != 1 else ''} held back by the crawl, never shipped "
+                f"({by}): `framework status` counts them by rule, `framework review` "
+                "decides the review_required ones"
+            )
 
     def _tell_incomplete(self) -> None:
         """Items waiting for a required sub-tab are not shipped (nor looked at): a run
