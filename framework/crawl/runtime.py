@@ -965,8 +965,10 @@ class CrawlRuntime:
             ctx["page"] = page + 1
             if self.job.tracks_depth and link.depth:
                 ctx["depth"] = link.depth
-            # a `param` page's next page is its own request again (_as_requested)
-            again = link.same_request and self._as_requested(row, url)
+            # a `param` page's next page is its own request again (_as_requested); for
+            # a plain GET that is what a next page was anyway
+            posted = row.method.upper() != "GET" or row.body is not None
+            again = link.same_request and posted and self._as_requested(row, url)
             new_rows.append(
                 NewRow(
                     kind=link.kind,
