@@ -29,6 +29,7 @@ This module must not log, fetch, or know about rows, items or the workspace.
 
 from __future__ import annotations
 
+import math
 import re
 import time
 from collections.abc import Iterator
@@ -520,8 +521,8 @@ def record_size(value: Any, limit: int) -> int:
             total += 2 + len(v)
             stack.extend(v)
         else:
-            # numbers, booleans, null: a few characters each; `v != v` is NaN
-            if isinstance(v, float) and (v != v or v in (_INF, -_INF)):
+            # numbers, booleans, null: a few characters each
+            if isinstance(v, float) and not math.isfinite(v):
                 raise NotStorable(f"the number {v!r}, which JSON cannot store")
             total += 8
         if total > limit:
@@ -529,7 +530,6 @@ def record_size(value: Any, limit: int) -> int:
     return total
 
 
-_INF = float("inf")
 # where a parsed JSON document may hold a lone surrogate: a \uD800-\uDFFF escape, or
 # (bytes decoded with surrogatepass, as json.loads does) UTF-8 that encodes one
 _SURROGATE_TEXT = re.compile(r"\\u[dD][89a-fA-F]")
