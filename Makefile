@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck pytest bench clean
+.PHONY: demo test check lint typecheck pytest bench clean
 
 $(STAMP): pyproject.toml plugins/ingest/pyproject.toml plugins/ship/pyproject.toml plugins/playwright/pyproject.toml
 	@echo '==> one-time setup: creating $(VENV) and installing framework, its plugins and test tools into it'
@@ -28,10 +28,22 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
+# Workers for pytest-xdist: twice the cores, because most of the suite waits (on
+# sites, servers, child processes and kills) rather than computes; see docs/testing.md.
+WORKERS ?= 4
+# The fast loop: the tests that need no child process, database or browser.
+FAST := not (process or kill or pg or browser or slow)
+
+# The whole suite with branch coverage; the floor is fail_under in pyproject.toml.
 pytest: $(STAMP)
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(WORKERS) --dist worksteal --cov --cov-report=term:skip-covered $(PYTEST_ARGS)
 
 test: lint typecheck pytest
+
+# lint, types and the in-process tests, in about a minute (no PostgreSQL even if set)
+check: lint typecheck
+	env -u FRAMEWORK_TEST_PG -u FRAMEWORK_REQUIRE_PG -u CI -u FRAMEWORK_REQUIRE_BROWSER \
+		$(BIN)/python -m pytest -n $(WORKERS) --dist worksteal --forbid-children -m '$(FAST)' $(PYTEST_ARGS)
 
 clean:
 	rm -rf $(VENV) var .mypy_cache .ruff_cache .pytest_cache

@@ -53,8 +53,9 @@ from pathlib import Path
 import pytest
 
 from framework.demo.site import DemoSite
+from tests.fixtures import procs
+from tests.paths import REPO
 
-REPO = Path(__file__).resolve().parent.parent
 DOC_FILES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 SITE_PORT, INGEST_PORT = 8800, 8700
 SHELL_INFOS = {"sh", "shell", "bash", "console"}
@@ -246,7 +247,7 @@ class Sandbox:
         expected = re.search(r"#\s*exits (\d+)\b", command)
         allowed = {int(expected.group(1))} if expected else exits
         if re.search(r"&\s*(#.*)?$", line):
-            proc = subprocess.Popen(
+            proc = procs.popen(
                 ["bash", "-c", line.split("#", 1)[0].rstrip().rstrip("&")],
                 cwd=self.root,
                 env=self.env,
@@ -259,7 +260,7 @@ class Sandbox:
             if port:
                 wait_port(int(port.group(1)), proc)
             return
-        done = subprocess.run(
+        done = procs.run(
             ["bash", "-c", line],
             cwd=self.root,
             env=self.env,
@@ -309,7 +310,7 @@ def serve_ingest(box: Sandbox) -> int:
     log = box.root / "var" / "docs-ingest.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("wb") as out:
-        proc = subprocess.Popen(
+        proc = procs.popen(
             [
                 "framework",
                 "ingest",
@@ -336,6 +337,8 @@ def serve_ingest(box: Sandbox) -> int:
     raise AssertionError("the ingest server did not start")
 
 
+@pytest.mark.slow
+@pytest.mark.process
 @pytest.mark.parametrize("path", DOC_FILES, ids=lambda p: str(p.relative_to(REPO)))
 def test_runnable_blocks_run_as_written(path: Path, tmp_path: Path) -> None:
     runnable = [b for b in blocks_of(path) if b.marker == "runnable"]
@@ -355,6 +358,7 @@ def test_runnable_blocks_run_as_written(path: Path, tmp_path: Path) -> None:
                 box.run(command, block.exits(), block.where)
 
 
+@pytest.mark.process
 def test_ship_dry_run_needs_no_endpoint(tmp_path: Path) -> None:
     """docs/shipping.md's `framework ship <job> --dry-run`: a dry run sends nothing."""
     with sandbox(tmp_path, []) as box:
@@ -363,6 +367,7 @@ def test_ship_dry_run_needs_no_endpoint(tmp_path: Path) -> None:
         box.run("framework ship demo", {2}, "a real run still needs an endpoint")
 
 
+@pytest.mark.process
 def test_readme_example_error_is_the_real_output(tmp_path: Path) -> None:
     """The README's bad-spec example is what `framework validate` prints for that mistake."""
     readme = (REPO / "README.md").read_text(encoding="utf-8")
@@ -372,7 +377,7 @@ def test_readme_example_error_is_the_real_output(tmp_path: Path) -> None:
     shutil.copytree(REPO, root, ignore=COPY_IGNORE, symlinks=True)
     env = {k: v for k, v in os.environ.items() if not k.startswith("FRAMEWORK_")}
     cli = [sys.executable, "-c", "import sys; from framework.cli import main; sys.exit(main())"]
-    subprocess.run(
+    procs.run(
         [*cli, "new", "myjob", "--template", "list-detail-subtabs"], cwd=root, env=env, check=True
     )
     spec = root / "projects" / "myjob" / "job.yaml"
@@ -380,7 +385,7 @@ def test_readme_example_error_is_the_real_output(tmp_path: Path) -> None:
     # The mistake the README describes: the detail page's `fields:` misspelt.
     head, sep, tail = text.partition("\ndetail:\n")
     spec.write_text(head + sep + tail.replace("  fields:", "  feilds:", 1), encoding="utf-8")
-    done = subprocess.run(
+    done = procs.run(
         [*cli, "validate", "myjob"], cwd=root, env=env, capture_output=True, text=True, check=False
     )
     assert done.returncode == 2

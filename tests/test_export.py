@@ -71,6 +71,7 @@ def _xml_read(element: ET.Element) -> Any:
     return {c.tag: _xml_read(c) for c in children}
 
 
+@pytest.mark.process
 def test_crawl_O_replaces_the_feed_with_this_runs_completed_items(crawled):
     lines = crawled["feed"].read_text(encoding="utf-8").splitlines()
     assert "stale" not in lines[0]
@@ -79,6 +80,7 @@ def test_crawl_O_replaces_the_feed_with_this_runs_completed_items(crawled):
     assert emitted == set(stored)  # the incomplete record is not in the run's feed
 
 
+@pytest.mark.process
 def test_a_feed_holding_fewer_records_than_the_workspace_says_so(crawled, tmp_path):
     # a crawl of a finished workspace completes nothing: its feed is empty, and said so
     ws = tmp_path / "ws"
@@ -101,6 +103,7 @@ def test_a_feed_holding_fewer_records_than_the_workspace_says_so(crawled, tmp_pa
     assert "feed holds" not in r.stderr
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("ext", ["jsonl", "json"])
 def test_json_exports_round_trip_every_stored_item(crawled, ext):
     out = crawled["root"] / f"all.{ext}"
@@ -117,6 +120,7 @@ def test_json_exports_round_trip_every_stored_item(crawled, ext):
     assert _snapshot(crawled["ws"]) == before  # export only reads
 
 
+@pytest.mark.process
 def test_csv_export_round_trips_every_stored_item(crawled):
     out = crawled["root"] / "all.csv"
     r = _export(crawled, "-o", str(out))
@@ -134,6 +138,7 @@ def test_csv_export_round_trips_every_stored_item(crawled):
     assert json.loads(row["rulings"]) == stored[some]["rulings"]
 
 
+@pytest.mark.process
 def test_xml_export_round_trips_every_stored_item(crawled):
     out = crawled["root"] / "all.xml"
     r = _export(crawled, "-o", str(out))
@@ -146,6 +151,7 @@ def test_xml_export_round_trips_every_stored_item(crawled):
     assert len(got) == 70
 
 
+@pytest.mark.process
 def test_stdout_only_complete_and_since(crawled):
     r = _export(crawled, "-o", "-", "--only-complete")
     assert r.returncode == 0, r.stderr
@@ -171,6 +177,7 @@ def test_stdout_only_complete_and_since(crawled):
     assert "--since expects an ISO time" in r.stderr
 
 
+@pytest.mark.process
 def test_unknown_formats_are_one_line_errors(crawled, tmp_path):
     r = _export(crawled, "-o", str(tmp_path / "items.parquet"))
     assert r.returncode == 2
@@ -198,6 +205,7 @@ def test_unknown_formats_are_one_line_errors(crawled, tmp_path):
     assert "not both" in r.stderr
 
 
+@pytest.mark.process
 def test_export_of_a_missing_workspace_is_a_usage_error(tmp_path):
     r = run_cli("export", "nojob", "--workspace", str(tmp_path / "none"), "-o", "-")
     assert r.returncode == 2
@@ -208,6 +216,7 @@ def test_export_of_a_missing_workspace_is_a_usage_error(tmp_path):
     assert "not a job name" in r.stderr
 
 
+@pytest.mark.process
 def test_the_export_file_is_an_ordinary_file_where_asked(crawled, tmp_path):
     """Missing folders are made (as a crawl's -o makes them); the file's mode is the
     umask's (the temporary file it is written as is private), or the one of the file it
@@ -235,6 +244,7 @@ def test_the_export_file_is_an_ordinary_file_where_asked(crawled, tmp_path):
     assert sorted(p.name for p in target.parent.iterdir()) == ["items.jsonl"]  # no .part
 
 
+@pytest.mark.process
 def test_a_write_that_fails_midway_leaves_the_old_file(crawled, tmp_path, monkeypatch):
     """A full disk cannot be made here: the exporter's write fails as one would
     (ENOSPC) after writing part of the file; the old file stays whole, no .part is left."""
@@ -258,6 +268,7 @@ def test_a_write_that_fails_midway_leaves_the_old_file(crawled, tmp_path, monkey
     assert export.export_items(crawled["ws"], str(target)).items > 0
 
 
+@pytest.mark.process
 def test_an_export_of_a_workspace_with_no_item_says_so(site, tmp_path):
     spec = write_good_spec("cases", site.url, tmp_path)
     text = spec.read_text(encoding="utf-8")

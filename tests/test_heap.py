@@ -76,16 +76,17 @@ sys.exit(code)
 """
 
 
+@pytest.mark.process
 def test_a_crawl_freezes_after_start_up_and_thaws_at_its_end(make_site, tmp_path) -> None:
-    import subprocess
     import sys
 
+    from tests.fixtures import procs
     from tests.fixtures.site import write_good_spec
 
     site = make_site()
     spec = write_good_spec("cases", site.url, tmp_path)
     argv = ["crawl", str(spec), "--workspace", str(tmp_path / "ws"), "-q"]
-    proc = subprocess.run(
+    proc = procs.run(
         [sys.executable, "-c", _WATCHED_CRAWL, *argv],
         capture_output=True,
         text=True,

@@ -98,6 +98,7 @@ def _progress_lines(stderr: str, label: str) -> list[str]:
     return [line for line in stderr.splitlines() if line.startswith(f"progress: {label}: ")]
 
 
+@pytest.mark.process
 def test_reparse_prints_periodic_plain_lines_and_none_with_q(make_site, tmp_path, monkeypatch):
     site = make_site()
     spec = write_good_spec("cases", site.url, tmp_path)

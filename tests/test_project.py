@@ -9,8 +9,9 @@ import pytest
 
 from framework.errors import JobNotFound, SpecError
 from framework.project import find_root, job_files, resolve_job, workspace_path
+from tests.paths import TESTS
 
-DUP = Path(__file__).parent / "specs" / "bad" / "dup-projects"
+DUP = TESTS / "specs" / "bad" / "dup-projects"
 
 
 def write_job(root: Path, folder: str, name: str | None, source_type: str = "demo") -> Path:

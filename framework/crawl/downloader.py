@@ -6,7 +6,7 @@ slot.free_transfer_slots() > 0``. On the asyncio reactor that task runs only aft
 loop has finished, and the request enters ``slot.transferring`` only when it runs, so
 the loop sees the same free count every time and starts the whole queue: measured on
 the blocking fixture site, 8 pages in flight under ``CONCURRENT_REQUESTS_PER_DOMAIN:
-2`` (tests/test_crawl_politeness_slots.py). On Twisted's reactor the coroutine runs at
+2`` (tests/crawl/test_crawl_politeness_slots.py). On Twisted's reactor the coroutine runs at
 once and the limit holds. A spec's per-host concurrency is politeness towards somebody
 else's server, so it must hold: this class counts a request as transferring from the
 moment its task is scheduled (``_download`` adds it again, a no-op on a set, and

@@ -32,7 +32,7 @@ Twisted's client is one setting away: ``DOWNLOAD_HANDLERS`` naming
 ``scrapy.core.downloader.handlers.http11.HTTP11DownloadHandler`` for http and https,
 the other schemes still ``None`` (``-s`` replaces the whole mapping; docs/operations.md
 gives the value, tests/fixtures/crawl.py ``TWISTED_CLIENT`` uses it). Scrapy is pinned
-to 2.19.x; tests/test_crawl_http_client.py runs HTTPS, a refused certificate, an
+to 2.19.x; tests/crawl/test_crawl_http_client.py runs HTTPS, a refused certificate, an
 encoded URL, a long header, a cookie too long to read, a body that trickles past
 ``DOWNLOAD_TIMEOUT`` and the typed download errors through this class, and every crawl
 test runs on it. Host names are resolved by the system's resolver (aiohttp's), not

@@ -16,7 +16,7 @@ fields taken from two places:
 Everything else runs as in a whole read: the id and the dedupe key, the record's
 checks (``required_any``, the size limit), sub-tab requests, follow and next links,
 forms, change limits, findings and fill counts (:meth:`CompiledKind.parse` with
-``fields``). The result is the whole read's (``tests/test_reparse_narrow.py`` compares
+``fields``). The result is the whole read's (``tests/crawl/test_reparse_narrow.py`` compares
 them), because an unchanged field's value depends only on the page, the field's spec and
 what every kind's digest shares (the code, the job-level keys, the extraction limits:
 checked by recomputing the old digest from the kept section), provided the stored item

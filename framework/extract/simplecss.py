@@ -18,7 +18,7 @@ element's tag, string equality on an attribute, and the class test's token match
 ``normalize-space`` (which splits on XPath's four whitespace characters only). Results come
 in document order, as XPath gives them; when matched elements nest, their text nodes
 interleave, so such a ``/text()`` result is left to the XPath (:meth:`Match.nodes`
-returns None). ``tests/test_simplecss.py`` compares both ways on generated and real pages.
+returns None). ``tests/extract/test_simplecss.py`` compares both ways on generated and real pages.
 """
 
 from __future__ import annotations

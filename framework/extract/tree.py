@@ -10,7 +10,7 @@ reads it (``base_url``). An lxml parser can parse any number of documents, one a
 (it is not thread-safe: hence one per thread). Everything else is parsel's, step for step:
 the same options (recovering, UTF-8 in, no size limit), the text stripped and its NUL
 characters dropped, ``<html/>`` for an empty document, and the same Scrapy ``Selector``
-on top, so extraction sees the same tree (``tests/test_tree.py`` compares the two).
+on top, so extraction sees the same tree (``tests/extract/test_tree.py`` compares the two).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ _local = threading.local()
 # lxml.html's element classes (HtmlElementClassLookup's defaults: forms keep their
 # FormElement, inputs their InputElement...), looked up in C. lxml.html's own lookup is
 # a Python method called for every element Python touches; its answer depends only on
-# the (lower-case) tag name, which is all this lookup reads. ``tests/test_tree.py``
+# the (lower-case) tag name, which is all this lookup reads. ``tests/extract/test_tree.py``
 # checks both give every element the same class.
 HTML_CLASSES = {
     "form": html.FormElement,

@@ -8,7 +8,7 @@ schema and transactions are :mod:`framework.workspace.postgres_base`'s, the read
 :mod:`framework.workspace.postgres_read`'s, the lease protocol
 :mod:`framework.workspace.postgres_leases`'s. The semantics are those of
 :class:`framework.workspace.sqlite.SqliteStore`, rule for rule (the same conformance
-suite runs on both: tests/test_workspace_conformance.py):
+suite runs on both: tests/workspace/test_workspace_conformance.py):
 
 * a commit is one transaction; discovered rows are unique by fingerprint
   (``INSERT ... ON CONFLICT DO NOTHING RETURNING``: exactly the new rows come back);

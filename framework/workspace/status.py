@@ -188,7 +188,7 @@ def _scan_events(ws: Workspace) -> tuple[dict[str, Any] | None, dict[str, Any] |
     further only until the newest crawl's or reparse's end is found: what status needs
     costs the last run's lines, not the log's history (a reparse writes a line per page
     it changed). The result is what one pass over the whole log gave
-    (tests/test_status_scan.py holds that pass as its reference)."""
+    (tests/workspace/test_status_scan.py holds that pass as its reference)."""
     start: dict[str, Any] | None = None
     finished: dict[str, Any] | None = None  # the first run_finished after the start
     last: dict[str, Any] | None = None  # the newest run_finished or reparse_finished
