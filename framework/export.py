@@ -11,9 +11,11 @@ Formats are Scrapy's (:mod:`scrapy.exporters`), chosen by the file's extension:
   crawl emits: ``dedupe_key``, ``source_type``, ``source_id`` and the data).
 * ``.csv``: one row per item, one column per key of any item (in first-seen order);
   CSV is text, so a cell holds a string as is, a number or flag as its JSON text
-  (``12.5``, ``true``), a list or record as JSON, and null as an empty cell.
+  (``12.5``, ``true``), a list or record as JSON, and null as an empty cell; a cell a
+  spreadsheet would run as a formula is written as text (:mod:`framework.exporters`).
 * ``.xml``: ``<items><item>...``, lists as ``<value>`` children and records as child
-  elements (Scrapy's form); XML has no null, so null and empty lists are left out.
+  elements (Scrapy's form); XML has no null, so null and empty lists are left out. A
+  key that is no XML name is ``<field name="...">`` (:mod:`framework.exporters`).
 
 The feed arguments of a crawl (``-o``/``-O``, Scrapy's syntax) are checked here too,
 so an unknown extension is one line (:class:`~framework.errors.UsageError`), not
@@ -42,8 +44,8 @@ FORMATS: dict[str, str] = {
     "jsonl": "scrapy.exporters.JsonLinesItemExporter",
     "jl": "scrapy.exporters.JsonLinesItemExporter",
     "json": "scrapy.exporters.JsonItemExporter",
-    "csv": "scrapy.exporters.CsvItemExporter",
-    "xml": "scrapy.exporters.XmlItemExporter",
+    "csv": "framework.exporters.CsvExporter",  # formulas written as text
+    "xml": "framework.exporters.XmlExporter",  # any key, any text: well-formed
 }
 
 
@@ -109,6 +111,7 @@ def export_items(
     fmt: str | None = None,
     only_complete: bool = False,
     since: str | None = None,
+    keep_formulas: bool = False,
 ) -> ExportResult:
     """Write the workspace's items to ``target`` (``-``: stdout). A file is replaced
     whole and only once complete (written beside it, then renamed), so a reader never
@@ -124,7 +127,7 @@ def export_items(
         fields = _columns(ws, only_complete, cutoff) if fmt == "csv" else None
         if target == "-":
             out = sys.stdout.buffer
-            n = _write(out, fmt, _selected(ws, only_complete, cutoff), fields)
+            n = _write(out, fmt, _selected(ws, only_complete, cutoff), fields, keep_formulas)
             out.flush()
             return ExportResult(target, fmt, n, stored)
         path = Path(target)
@@ -140,7 +143,7 @@ def export_items(
             with os.fdopen(fd, "wb") as fh:
                 # mkstemp's file is private (0600): the export is an ordinary file
                 os.fchmod(fh.fileno(), _mode(path))
-                n = _write(fh, fmt, _selected(ws, only_complete, cutoff), fields)
+                n = _write(fh, fmt, _selected(ws, only_complete, cutoff), fields, keep_formulas)
                 fh.flush()
                 os.fsync(fh.fileno())
             os.replace(tmp, path)
@@ -177,7 +180,11 @@ def _columns(ws: Workspace, only_complete: bool, since: str | None) -> list[str]
 
 
 def _write(
-    out: IO[bytes], fmt: str, items: Iterator[StoredItem], fields: Sequence[str] | None
+    out: IO[bytes],
+    fmt: str,
+    items: Iterator[StoredItem],
+    fields: Sequence[str] | None,
+    keep_formulas: bool = False,
 ) -> int:
     from scrapy.utils.misc import load_object
 
@@ -185,6 +192,7 @@ def _write(
     kwargs: dict[str, Any] = {"encoding": "utf-8"}
     if fmt == "csv":
         kwargs["fields_to_export"] = list(fields or [])
+        kwargs["keep_formulas"] = keep_formulas
     exporter = exporter_cls(out, **kwargs)
     exporter.start_exporting()
     n = 0

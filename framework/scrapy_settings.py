@@ -11,3 +11,9 @@ REMOTE_CONTROL_ENABLED = False
 TELNETCONSOLE_ENABLED = False
 # `scrapy parse` runs the job's spider in parse-only mode (no workspace): see there.
 COMMANDS_MODULE = "framework.scrapy_commands"
+# A crawl's -o/-O feeds write CSV and XML as `framework export` does: formulas as text,
+# any key and any text well-formed (framework/exporters.py)
+FEED_EXPORTERS = {
+    "csv": "framework.exporters.CsvExporter",
+    "xml": "framework.exporters.XmlExporter",
+}

@@ -32,6 +32,11 @@ from framework.project import find_root
 @click.option("--workspace", default=None, help="workspace folder or postgresql:// URL")
 @click.option("--only-complete", is_flag=True, help="only items whose sub-tabs all arrived")
 @click.option("--since", metavar="ISO", help="only items stored or changed since this time")
+@click.option(
+    "--keep-formulas",
+    is_flag=True,
+    help="CSV: write cells starting with = + - @ as stored (a spreadsheet may run them)",
+)
 def export(
     job: str,
     output: str,
@@ -39,6 +44,7 @@ def export(
     workspace: str | None,
     only_complete: bool,
     since: str | None,
+    keep_formulas: bool,
 ) -> int:
     """Write every item stored in JOB's workspace to FILE (not only the last run's).
 
@@ -46,7 +52,9 @@ def export(
     read, so this works while a crawl runs."""
     fmt = format_of(output, fmt)  # before opening anything: a bad name is one line
     path = workspace_target(find_root(), job, workspace)
-    result = export_items(path, output, fmt=fmt, only_complete=only_complete, since=since)
+    result = export_items(
+        path, output, fmt=fmt, only_complete=only_complete, since=since, keep_formulas=keep_formulas
+    )
     where = "stdout" if output == "-" else output
     said = f"{job}: {counted(result.items, 'item')} written to {where} ({result.format})"
     if not result.stored:
