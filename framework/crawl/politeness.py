@@ -49,6 +49,9 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 RATE_LIMIT_STATUSES = frozenset({429, 503})
+# RFC 9309 2.5: a crawler may stop reading robots.txt after 500 KiB; a parser given
+# 30 MB of wildcard rules spent minutes of CPU and gigabytes on them
+ROBOTS_MAX_BYTES = 500 * 1024
 WAIT_SLICE = 0.25  # seconds
 RETRY_AFTER_MAX = 86400.0  # seconds: the longest Retry-After believed (FRAMEWORK_RETRY_AFTER_MAX)
 _DELTA_SECONDS = re.compile(r"[0-9]+")  # ASCII only: str.isdigit() also takes "²"
@@ -200,6 +203,9 @@ class RobotsTxtFailures:
     ``rate: {concurrency: 1}`` holds for robots.txt too. This middleware's
     ``process_request`` runs before the gate's (555 < 950) and only adds the meta.
 
+    **Size.** Only the first 500 KiB of a robots.txt are read, as RFC 9309 allows (cut at
+    the last whole line), with one log line saying so.
+
     **Failures.** One log line when a host's robots.txt cannot be fetched.
 
     Scrapy's RobotsTxtMiddleware logs any failure of its robots.txt download at ERROR
@@ -226,6 +232,19 @@ class RobotsTxtFailures:
         if self.gate_meta and _is_robots_request(request):
             for key, value in self.gate_meta.items():
                 request.meta.setdefault(key, value)
+
+    def process_response(self, request: Request, response: Response) -> Response:
+        if len(response.body) <= ROBOTS_MAX_BYTES or not _is_robots_request(request):
+            return response
+        head = response.body[:ROBOTS_MAX_BYTES]
+        cut = head.rfind(b"\n")
+        logger.warning(
+            "robots.txt of %s is %d bytes: reading its first %d, as RFC 9309 allows",
+            redact_url(request.url),
+            len(response.body),
+            ROBOTS_MAX_BYTES,
+        )
+        return response.replace(body=head[: cut + 1] if cut >= 0 else head)
 
     def process_exception(self, request: Request, exception: Exception) -> None:
         if not _is_robots_request(request) or isinstance(exception, IgnoreRequest):

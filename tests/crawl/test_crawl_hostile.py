@@ -661,3 +661,32 @@ pages:
     assert len(lines) == 5
     for line in lines:
         json.loads(line, parse_constant=lambda c: pytest.fail(f"{c} in the export"))
+
+
+# ---------------------------------------------------------------------- robots.txt
+
+
+@pytest.mark.process
+def test_only_the_first_500_kib_of_a_robots_txt_are_read(
+    hostile_server: Callable[[], HostileServer], tmp_path: Path, crawl_cli
+) -> None:
+    """RFC 9309 lets a crawler stop at 500 KiB: a rule past it is not read (a robots.txt
+    of 30 MB of wildcard rules cost minutes of CPU and gigabytes when it was)."""
+    site = hostile_server()
+    padding = b"# " + b"x" * 98 + b"\n"  # 101 bytes a line
+    robots = (
+        b"User-agent: *\nDisallow: /early\n"
+        + padding * (600 * 1024 // len(padding))
+        + b"Disallow: /late\n"
+    )
+    site.route("/robots.txt", robots)
+    site.route("/", _page('<a href="/early">e</a><a href="/late">l</a><a href="/fine">f</a>'))
+    for path in ("/early", "/late", "/fine"):
+        site.route(path, _page(f"<p>{path}</p>"))
+    spec = _write_spec(tmp_path, DETAIL_BY_URL.format(base=site.url))
+    r = crawl_cli("crawl", str(spec), "--workspace", str(tmp_path / "ws"), "-L", "WARNING")
+    assert r.returncode in (0, 4), r.stderr[-2000:]
+    assert site.hits("/early") == 0  # a rule within the first 500 KiB holds
+    assert site.hits("/late") == 1  # one past it was never read
+    assert site.hits("/fine") == 1
+    assert "reading its first 512000" in r.stderr
