@@ -39,6 +39,7 @@ from framework.errors import (
     FrameworkError,
     UsageError,
 )
+from framework.files import open_nofollow
 from framework.workspace import Workspace, deferrals, utc_now
 from framework.workspace.workspace import lock_held
 
@@ -73,7 +74,7 @@ def processes(value: str) -> int:
 def shared_crawl_lock(ws: Workspace) -> Iterator[None]:
     """A worker's share of ``crawl.lock`` (see the module's docstring)."""
     path = ws.lock_path("crawl")
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    fd = open_nofollow(path, os.O_RDWR | os.O_CREAT)
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
@@ -146,7 +147,7 @@ def run_workers(
     try:
         with Workspace.open(jobdir, create=True) as ws:
             path = ws.lock_path("crawl")
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            fd = open_nofollow(path, os.O_RDWR | os.O_CREAT)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:

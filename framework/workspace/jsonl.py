@@ -34,6 +34,8 @@ from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from framework.files import open_nofollow
+
 REDACTED = "[redacted]"
 _BLOCK = 65536  # bytes read at a time when reading a log backwards
 
@@ -194,7 +196,7 @@ class JsonlLog:
 
     def _write(self, data: bytes) -> None:
         if self._fd is None:
-            self._fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+            self._fd = open_nofollow(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT)
         fd = self._fd
         fcntl.flock(fd, fcntl.LOCK_EX)
         try:

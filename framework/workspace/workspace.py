@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from framework.errors import LockHeld, WorkspaceError
+from framework.files import open_nofollow, refuse_links
 from framework.workspace.jsonl import JsonlLog
 from framework.workspace.locate import is_database_url, no_workspace
 from framework.workspace.sqlite import SqliteStore, utc_now
@@ -75,6 +76,8 @@ class Workspace:
             if folder.exists() and not folder.is_dir():
                 raise WorkspaceError(f"{folder} exists and is not a folder")
             folder.mkdir(parents=True, exist_ok=True)
+        if not readonly:  # SQLite opens these itself, following links
+            refuse_links(folder, (STATE_FILE, f"{STATE_FILE}-wal", f"{STATE_FILE}-shm"))
         store = SqliteStore.open(state, readonly=readonly)
         return cls(folder, store, readonly=readonly)
 
@@ -113,7 +116,7 @@ class Workspace:
             with _shared_flock(path) as info:
                 yield info
             return
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = open_nofollow(path, os.O_RDWR | os.O_CREAT)
         try:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -261,7 +264,7 @@ class _FaultTypedLog(JsonlLog):
 
 @contextmanager
 def _shared_flock(path: Path) -> Iterator[dict[str, Any]]:
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    fd = open_nofollow(path, os.O_RDWR | os.O_CREAT)
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)

@@ -215,3 +215,38 @@ def test_sqlite_store_satisfies_the_store_protocol(tmp_path: Path) -> None:
     with Workspace.open(tmp_path / "ws") as ws:
         for name in members:
             assert callable(getattr(ws.store, name)), name
+
+
+# symlinks -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "name", ["events.jsonl", "urls.jsonl", "crawl.lock", "state.sqlite", "state.sqlite-wal"]
+)
+def test_nothing_is_written_through_a_symlink_in_the_workspace(tmp_path: Path, name: str) -> None:
+    """A copied workspace holding a link named like one of its files (here to a shell's
+    rc file): the target keeps every byte, and the error names the link."""
+    ws = tmp_path / "ws"
+    with Workspace.open(ws) as w:
+        w.events.append({"event": "first"})
+    (ws / name).unlink(missing_ok=True)
+    target = tmp_path / "bashrc"
+    target.write_bytes(b"# mine\n")
+    (ws / name).symlink_to(target)
+
+    def write_everything() -> None:
+        with Workspace.open(ws) as w, w.lock("crawl"):
+            w.events.append({"event": "x$(touch${IFS}pwned)"})
+            w.urls.append({"url": "http://site/"})
+
+    with pytest.raises(WorkspaceError, match="is a symbolic link") as caught:
+        write_everything()
+    assert str(ws / name) in str(caught.value)
+    assert target.read_bytes() == b"# mine\n"
+
+
+def test_new_workspace_files_are_private(tmp_path: Path) -> None:
+    with Workspace.open(tmp_path / "ws") as w, w.lock("crawl"):
+        w.events.append({"event": "first"})
+    for name in ("events.jsonl", "crawl.lock"):
+        assert (tmp_path / "ws" / name).stat().st_mode & 0o777 == 0o600, name

@@ -30,6 +30,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from framework.files import open_nofollow
+
 _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
@@ -116,7 +118,7 @@ class Deadline:
 
     @contextlib.contextmanager
     def _flock(self) -> Iterator[None]:
-        fd = os.open(self._lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = open_nofollow(self._lock_path, os.O_RDWR | os.O_CREAT)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             yield

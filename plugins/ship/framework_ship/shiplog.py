@@ -30,6 +30,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from framework.files import open_nofollow
+
 LOG_VERSION = 1
 _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 _CHUNK = 1 << 20
@@ -101,7 +103,7 @@ class ShipLog:
         self.on_written = on_written
         self.mask = mask
         self._lock = threading.Lock()
-        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self._fd = open_nofollow(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
         self._terminate_torn_line()
 
     def _terminate_torn_line(self) -> None:

@@ -10,6 +10,7 @@ import pytest
 from framework_ship.index import ShipIndex, digest
 from framework_ship.shiplog import Attempt, ShipLog, read_attempts
 
+from framework.errors import WorkspaceError
 from tests.fixtures import procs
 
 H1 = "sha256:" + "1" * 64
@@ -145,3 +146,13 @@ def test_a_shipper_killed_mid_transaction_leaves_a_hot_journal_readers_survive(
         found = rw.lookup("t:300")
         assert found is not None
         assert found.ok_hash == digest(H2)
+
+
+def test_a_ship_log_that_is_a_symlink_is_refused_and_its_target_kept(tmp_path: Path) -> None:
+    target = tmp_path / "profile"
+    target.write_bytes(b"# mine\n")
+    link = tmp_path / "ship-log.jsonl"
+    link.symlink_to(target)
+    with pytest.raises(WorkspaceError, match="is a symbolic link"):
+        ShipLog(link)
+    assert target.read_bytes() == b"# mine\n"
