@@ -255,7 +255,7 @@ def test_a_write_that_fails_midway_leaves_the_old_file(crawled, tmp_path, monkey
     target.write_text("old\n")
     real = export._write
 
-    def full(out, fmt, items, fields):
+    def full(out, fmt, items, fields, *options):
         out.write(b"partial")
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
