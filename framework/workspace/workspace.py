@@ -28,6 +28,16 @@ STATE_FILE = "state.sqlite"
 URLS_FILE = "urls.jsonl"
 EVENTS_FILE = "events.jsonl"
 SHIP_LOG_FILE = "ship-log.jsonl"
+# the files of a workspace folder that the framework writes (locks aside)
+_WRITTEN = (
+    STATE_FILE,
+    f"{STATE_FILE}-wal",
+    f"{STATE_FILE}-shm",
+    f"{STATE_FILE}-journal",
+    URLS_FILE,
+    EVENTS_FILE,
+    SHIP_LOG_FILE,
+)
 SPEC_HISTORY_MAX = 100  # spec hashes kept in meta `spec_history`
 UNKNOWN = "unknown"  # the digest of pages read before digests were kept
 # meta keys `read_section:<digest>`: the spec section a kind read with that digest has
@@ -76,8 +86,12 @@ class Workspace:
             if folder.exists() and not folder.is_dir():
                 raise WorkspaceError(f"{folder} exists and is not a folder")
             folder.mkdir(parents=True, exist_ok=True)
-        if not readonly:  # SQLite opens these itself, following links
-            refuse_links(folder, (STATE_FILE, f"{STATE_FILE}-wal", f"{STATE_FILE}-shm"))
+        if not readonly:
+            # before anything is written: a link is one line now, not a failure at the
+            # first log line mid-crawl (O_NOFOLLOW still guards each open, and SQLite,
+            # which opens the state files itself, is guarded only by this)
+            refuse_links(folder, _WRITTEN)
+            refuse_links(folder, (p.name for p in folder.glob("*.lock")))
         store = SqliteStore.open(state, readonly=readonly)
         return cls(folder, store, readonly=readonly)
 

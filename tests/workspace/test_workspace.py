@@ -15,6 +15,7 @@ import framework.workspace as public
 from framework.errors import LockHeld, WorkspaceError
 from framework.workspace import NewRow, Outcome, RowStatus, Workspace
 from tests.fixtures import procs
+from tests.fixtures.crawl import run_cli
 from tests.paths import REPO
 
 
@@ -250,3 +251,22 @@ def test_new_workspace_files_are_private(tmp_path: Path) -> None:
         w.events.append({"event": "first"})
     for name in ("events.jsonl", "crawl.lock"):
         assert (tmp_path / "ws" / name).stat().st_mode & 0o777 == 0o600, name
+
+
+@pytest.mark.process
+def test_a_crawl_into_a_workspace_holding_a_link_stops_in_one_line(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    with Workspace.open(ws) as w:
+        w.events.append({"event": "first"})
+    (ws / "events.jsonl").unlink()
+    target = tmp_path / "profile"
+    target.write_bytes(b"# mine\n")
+    (ws / "events.jsonl").symlink_to(target)
+    r = run_cli("crawl", "demo", "--workspace", str(ws), "-q", cwd=REPO)
+    assert r.returncode == 2, r.stderr[-2000:]
+    assert r.stderr.strip().splitlines() == [
+        f"error: {ws / 'events.jsonl'} is a symbolic link: the framework never writes "
+        "through one (it would write wherever the link points); replace it with a file "
+        "or remove it"
+    ]
+    assert target.read_bytes() == b"# mine\n"
