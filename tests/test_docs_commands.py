@@ -22,8 +22,11 @@ output, may be marked illustrative too, never runnable).
 How the commands run: each file gets its own copy of the working tree (no ``.git``,
 ``var`` or caches; ``.venv`` is a symlink to the virtualenv running this test, whose
 ``bin`` comes first on ``PATH``). Blocks run in document order, one command at a time,
-through ``bash -c`` from the copy's root, so state carries over from block to block as
-it would for a reader typing them. A command ending in ``&`` is started in the
+from the copy's root, so state carries over from block to block as it would for a
+reader typing them. A plain ``framework``, ``scrapy`` or ``python -m`` command (no
+pipe, redirection, quote or glob) is forked from the test's fork server
+(tests/fixtures/procs.py) with the copy's working directory and environment; anything
+else runs through ``bash -c``. A command ending in ``&`` is started in the
 background (its own process group, stopped at the end of the file) and, when it names a
 port, waited for until that port accepts connections.
 
@@ -199,6 +202,35 @@ def test_the_marker_rules_catch_an_unmarked_block(tmp_path: Path) -> None:
 # -- running ------------------------------------------------------------------------
 
 
+# A command with none of these is one program with its arguments, no shell needed.
+SHELL_SYNTAX = re.compile(r"[|&;<>()$`*?~{}\[\]\\'\"]")
+ENTRY_POINTS = {
+    "framework": [
+        sys.executable,
+        "-c",
+        "import sys; from framework.cli import main; sys.exit(main())",
+    ],
+    "scrapy": [sys.executable, "-m", "scrapy"],
+    "python": [sys.executable],
+    "python3": [sys.executable],
+}
+
+
+def direct(command: str) -> list[str] | None:
+    """The argv of a plain ``framework``/``scrapy``/``python -m`` command, run through the
+    fork server instead of ``bash -c`` and a new interpreter: the program and arguments
+    a reader's shell would pass, from the copy's root, with the copy's environment.
+    ``None`` for anything that needs a shell (pipes, redirections, globs, quotes)."""
+    line = re.sub(r"\s#.*$", "", command).strip()
+    if not line or SHELL_SYNTAX.search(line):
+        return None
+    words = line.split()
+    entry = ENTRY_POINTS.get(words[0])
+    if entry is None or (words[0].startswith("python") and words[1:2] != ["-m"]):
+        return None
+    return [*entry, *words[1:]]
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -247,8 +279,9 @@ class Sandbox:
         expected = re.search(r"#\s*exits (\d+)\b", command)
         allowed = {int(expected.group(1))} if expected else exits
         if re.search(r"&\s*(#.*)?$", line):
+            foreground = line.split("#", 1)[0].rstrip().rstrip("&")
             proc = procs.popen(
-                ["bash", "-c", line.split("#", 1)[0].rstrip().rstrip("&")],
+                direct(foreground) or ["bash", "-c", foreground],
                 cwd=self.root,
                 env=self.env,
                 stdout=subprocess.DEVNULL,
@@ -261,7 +294,7 @@ class Sandbox:
                 wait_port(int(port.group(1)), proc)
             return
         done = procs.run(
-            ["bash", "-c", line],
+            direct(line) or ["bash", "-c", line],
             cwd=self.root,
             env=self.env,
             capture_output=True,
