@@ -6,14 +6,15 @@ STAMP  := $(VENV)/.installed
 
 .PHONY: demo test check lint typecheck pytest bench clean
 
-$(STAMP): pyproject.toml plugins/ingest/pyproject.toml plugins/ship/pyproject.toml plugins/playwright/pyproject.toml
+$(STAMP): pyproject.toml plugins/ingest/pyproject.toml plugins/ship/pyproject.toml plugins/playwright/pyproject.toml \
+		plugins/dashboard/pyproject.toml
 	@echo '==> one-time setup: creating $(VENV) and installing framework, its plugins and test tools into it'
 	@echo '    (a minute or two on a fresh clone; later runs skip this step)'
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	@echo '==> installing framework and the ingest and ship plugins (editable), with test tools'
 	$(BIN)/python -m pip install --quiet -e '.[test]' -e plugins/ingest -e plugins/ship \
-		-e plugins/playwright
+		-e plugins/playwright -e plugins/dashboard
 	touch $(STAMP)
 	@echo '==> setup done: activate it with `. $(VENV)/bin/activate` to put `framework` on your PATH'
 
