@@ -6,6 +6,10 @@ Routes: ``POST /v1/items``, ``POST /v1/items/batch``, ``GET /v1/items/{dedupe_ke
 Order of checks on a write: auth (401/403) -> Content-Type (415) -> body size (413) ->
 signature (401, when signing is on) -> JSON (400) -> shape (422, naming the field) ->
 storage. Keys that no stored item can have (NUL, too long) answer before the database.
+A body is read on the event loop within ``body_timeout`` (408 otherwise) and never past
+``max_body``; past 64 KiB it is parsed and validated in a worker thread, a batch one
+element at a time (see :func:`framework_ingest.validate.parse_batch`). A client that hangs up
+mid-body costs one INFO line.
 Plain Starlette routes rather than FastAPI's dependency machinery: the batch route
 validates each element on its own (an invalid element must not fail its neighbours),
 and the per-request overhead is the cost that bounds single-item throughput. The
@@ -20,32 +24,35 @@ import contextlib
 import json
 import logging
 import re
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import quote
 
 from pydantic import ValidationError
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from framework_ingest import events, retention
 from framework_ingest.auth import BearerAuth
 from framework_ingest.db import Backend, open_backend, utcnow
-from framework_ingest.errors import BackendUnavailable
+from framework_ingest.errors import BackendUnavailable, ClientGone
+from framework_ingest.limits import DEFAULT_TIMEOUT_BODY
 from framework_ingest.models import CONSUMER_NAME_PATTERN, IDEMPOTENCY_KEY_PATTERN, CursorIn
 from framework_ingest.openapi import build_openapi
 from framework_ingest.problems import PROBLEM_MEDIA_TYPE, ProblemError, problem
 from framework_ingest.signing import DEFAULT_SKEW, HEADER, SignatureVerifier
 from framework_ingest.store import IngestStore
-from framework_ingest.validate import ItemInvalid, Prepared, parse_json, prepare
+from framework_ingest.validate import ItemInvalid, Prepared, parse_batch, parse_json, prepare
 
 log = logging.getLogger("framework_ingest")
+
+T = TypeVar("T")
 
 DEFAULT_MAX_BATCH = 500
 DEFAULT_MAX_BODY = 16 * 1024 * 1024
@@ -53,6 +60,9 @@ RETRY_AFTER_SECONDS = 1
 DEFAULT_POLL_INTERVAL = 0.25  # how often an idle event stream looks for new events
 KEEPALIVE_SECONDS = 15.0  # an SSE comment line so proxies keep an idle stream open
 MAX_KEY_LENGTH = 601  # the longest dedupe key a write accepts (models.DedupeKey)
+# Bodies up to this size are parsed on the event loop: well under a millisecond, less
+# than the hand-over to a worker thread, which single-item throughput would pay.
+INLINE_PARSE_BYTES = 64 * 1024
 _MAX_SEQ = 2**63 - 1
 
 
@@ -65,6 +75,7 @@ class IngestConfig:
     max_body: int
     openapi: dict[str, Any]
     poll_interval: float = DEFAULT_POLL_INTERVAL
+    body_timeout: float = DEFAULT_TIMEOUT_BODY
 
 
 def _config(request: Request) -> IngestConfig:
@@ -80,17 +91,43 @@ def problem_response(
     )
 
 
-async def _read_body(request: Request, limit: int) -> bytes:
+async def _read_body(request: Request, limit: int, timeout: float) -> bytes:
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise ProblemError(413, "too-large", f"the body is larger than {limit} bytes")
     chunks: list[bytes] = []
     size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:  # chunked bodies carry no length up front
-            raise ProblemError(413, "too-large", f"the body is larger than {limit} bytes")
-        chunks.append(chunk)
+    try:
+        async with asyncio.timeout(timeout):
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > limit:  # chunked bodies carry no length up front
+                    raise ProblemError(413, "too-large", f"the body is larger than {limit} bytes")
+                chunks.append(chunk)
+    except TimeoutError:
+        log.info(
+            "%s %s: body not complete after %gs (%d of %s bytes); answered 408",
+            request.method,
+            request.url.path,
+            timeout,
+            size,
+            declared or "?",
+        )
+        raise ProblemError(
+            408,
+            "request-timeout",
+            f"the body did not arrive within {timeout:g} seconds",
+            headers={"Connection": "close"},
+        ) from None
+    except ClientDisconnect:
+        log.info(
+            "%s %s: client went away mid-body (%d of %s bytes)",
+            request.method,
+            request.url.path,
+            size,
+            declared or "?",
+        )
+        raise ClientGone from None
     return b"".join(chunks)
 
 
@@ -126,7 +163,7 @@ async def _write_body(request: Request, config: IngestConfig) -> bytes:
     """The checks every write runs before its body is parsed, in the documented order."""
     config.auth.check(request.headers.get("authorization"))
     _check_media_type(request)
-    body = await _read_body(request, config.max_body)
+    body = await _read_body(request, config.max_body, config.body_timeout)
     if config.signatures.enabled:
         signatures, until = config.signatures.verify(request.headers.get(HEADER), body)
         fresh = await run_in_threadpool(config.store.remember_signatures, signatures, until)
@@ -154,15 +191,27 @@ def _idempotency_key(request: Request) -> str | None:
     return key
 
 
+def _prepare_one(body: bytes, idempotency_key: str | None) -> Prepared | ItemInvalid:
+    try:
+        return prepare(parse_json(body), idempotency_key=idempotency_key)
+    except ItemInvalid as exc:
+        return exc
+
+
+async def _parsed(body: bytes, work: Callable[..., T], *args: Any) -> T:
+    """``work(*args)``, which parses ``body``: in a worker thread unless the body is small."""
+    if len(body) <= INLINE_PARSE_BYTES:
+        return work(*args)
+    return await run_in_threadpool(work, *args)
+
+
 async def post_item(request: Request) -> Response:
     config = _config(request)
     body = await _write_body(request, config)
     idempotency_key = _idempotency_key(request)
-    obj = parse_json(body)
-    try:
-        prepared = prepare(obj, idempotency_key=idempotency_key)
-    except ItemInvalid as exc:
-        return problem_response(exc.problem)
+    prepared = await _parsed(body, _prepare_one, body, idempotency_key)
+    if isinstance(prepared, ItemInvalid):
+        return problem_response(prepared.problem)
     outcome = await run_in_threadpool(config.store.put, prepared)
     headers: dict[str, str] = {}
     if outcome.replayed:
@@ -174,9 +223,8 @@ async def post_item(request: Request) -> Response:
     return JSONResponse(outcome.body, status_code=outcome.status_code, headers=headers)
 
 
-async def post_batch(request: Request) -> Response:
-    config = _config(request)
-    obj = parse_json(await _write_body(request, config))
+def _prepare_batch(body: bytes, max_batch: int) -> list[Prepared | ItemInvalid]:
+    obj = parse_batch(body, max_batch)
     if not isinstance(obj, list):
         raise ProblemError(
             422,
@@ -184,18 +232,19 @@ async def post_batch(request: Request) -> Response:
             "the body must be a JSON array of items",
             [{"field": "", "message": "expected a JSON array"}],
         )
-    if len(obj) > config.max_batch:
-        raise ProblemError(
-            413,
-            "batch-too-large",
-            f"{len(obj)} items; at most {config.max_batch} per batch",
-        )
     entries: list[Prepared | ItemInvalid] = []
     for element in obj:
         try:
             entries.append(prepare(element, batch=True))
         except ItemInvalid as exc:
             entries.append(exc)
+    return entries
+
+
+async def post_batch(request: Request) -> Response:
+    config = _config(request)
+    body = await _write_body(request, config)
+    entries = await _parsed(body, _prepare_batch, body, config.max_batch)
     results = await run_in_threadpool(config.store.put_batch, entries)
     return JSONResponse({"results": results})
 
@@ -337,7 +386,7 @@ async def put_cursor(request: Request) -> Response:
     body = await _write_body(request, config)
     name = _consumer_name(request, 422)
     try:
-        cursor_in = CursorIn.model_validate(parse_json(body))
+        cursor_in = CursorIn.model_validate(await _parsed(body, parse_json, body))
     except ValidationError as exc:
         errors = [
             {"field": ".".join(str(p) for p in e["loc"]), "message": e["msg"]}
@@ -414,6 +463,11 @@ async def _on_http(request: Request, exc: Exception) -> Response:
     return problem_response(body, exc.headers)
 
 
+async def _on_gone(request: Request, exc: Exception) -> Response:
+    # Nobody is left to read it; uvicorn drops it (and writes no access log line).
+    return Response(status_code=400)
+
+
 async def _on_unavailable(request: Request, exc: Exception) -> Response:
     log.warning("storage unavailable: %s", exc)
     body = problem(503, "unavailable", "the database is busy or unreachable; retry later")
@@ -435,6 +489,7 @@ def create_app(
     signing_secrets: Sequence[str] = (),
     signature_skew: float = DEFAULT_SKEW,
     poll_interval: float = DEFAULT_POLL_INTERVAL,
+    body_timeout: float = DEFAULT_TIMEOUT_BODY,
     purge_every: float | None = None,
     retention_policy: retention.RetentionPolicy | None = None,
     purge_batch: int = 1000,
@@ -443,7 +498,8 @@ def create_app(
 
     A backend opened here is closed when the app shuts down; a given one is not.
     ``signing_secrets`` turns on signature checks on writes (several: a rotation);
-    ``purge_every`` (seconds) runs retention with ``retention_policy`` in the background.
+    ``purge_every`` (seconds) runs retention with ``retention_policy`` in the background;
+    ``body_timeout`` (seconds) bounds how long a request body may take to arrive.
     """
     if backend is not None and db_url is None:
         store_backend, owned = backend, False
@@ -512,6 +568,7 @@ def create_app(
             ProblemError: _on_problem,
             HTTPException: _on_http,
             BackendUnavailable: _on_unavailable,
+            ClientGone: _on_gone,
             Exception: _on_error,
         },
         lifespan=lifespan,
@@ -529,5 +586,6 @@ def create_app(
             signed=bool([s for s in signing_secrets if s]),
         ),
         poll_interval=poll_interval,
+        body_timeout=body_timeout,
     )
     return app

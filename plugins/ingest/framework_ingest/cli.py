@@ -10,6 +10,7 @@ read from the environment variable named by ``--token-env``, the signing secrets
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import logging
 import os
@@ -23,6 +24,13 @@ import click
 from framework.workspace import redact_url
 from framework_ingest.db import Backend, open_backend
 from framework_ingest.errors import IngestConfigError, StaleClaim
+from framework_ingest.limits import (
+    DEFAULT_LIMIT_CONCURRENCY,
+    DEFAULT_TIMEOUT_BODY,
+    DEFAULT_TIMEOUT_HEADER,
+    DEFAULT_TIMEOUT_KEEP_ALIVE,
+    ServerLimits,
+)
 from framework_ingest.retention import DAY, RetentionPolicy
 
 DEFAULT_DB = "sqlite:///ingest.db"
@@ -84,6 +92,20 @@ _db_option = click.option(
 )
 
 
+def beyond_loopback(host: str) -> bool:
+    """Whether listening on ``host`` lets other machines connect (a name other than
+    ``localhost`` counts as reachable: it may resolve to anything)."""
+    if host.lower() in ("localhost", "localhost."):
+        return False
+    try:
+        address = ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        return True
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    return not address.is_loopback
+
+
 def _echo_json(obj: Any) -> None:
     click.echo(json.dumps(obj, ensure_ascii=False, sort_keys=True))
 
@@ -143,6 +165,42 @@ def ingest() -> None:
     show_default=True,
     help="The event loop; auto takes uvloop when installed",
 )
+@click.option(
+    "--limit-connections",
+    default=0,
+    show_default=True,
+    type=click.IntRange(0),
+    help="Open connections at most; at the limit the longest idle one is closed "
+    "(0: half the descriptor limit, ulimit -n, at most 1024)",
+)
+@click.option(
+    "--limit-concurrency",
+    default=DEFAULT_LIMIT_CONCURRENCY,
+    show_default=True,
+    type=click.IntRange(1),
+    help="Requests in progress at most; beyond, 503 with Retry-After",
+)
+@click.option(
+    "--timeout-header",
+    default=DEFAULT_TIMEOUT_HEADER,
+    show_default=True,
+    type=click.FloatRange(0.1),
+    help="Seconds a connection has to send a complete request head",
+)
+@click.option(
+    "--timeout-body",
+    default=DEFAULT_TIMEOUT_BODY,
+    show_default=True,
+    type=click.FloatRange(0.1),
+    help="Seconds a request body has to arrive (then 408)",
+)
+@click.option(
+    "--timeout-keep-alive",
+    default=DEFAULT_TIMEOUT_KEEP_ALIVE,
+    show_default=True,
+    type=click.FloatRange(0.1),
+    help="Seconds an idle connection is kept open after a response",
+)
 def serve(
     db_url: str,
     host: str,
@@ -160,6 +218,11 @@ def serve(
     done_age: float | None,
     http_impl: str,
     loop: str,
+    limit_connections: int,
+    limit_concurrency: int,
+    timeout_header: float,
+    timeout_body: float,
+    timeout_keep_alive: float,
 ) -> None:
     """Serve POST /v1/items (and the rest of the contract) until interrupted.
 
@@ -175,6 +238,13 @@ def serve(
             raise IngestConfigError(f"--token-env {token_env}: that variable is unset or empty")
     secrets = [s.strip() for s in os.environ.get(SIGNING_SECRETS_ENV, "").split(",") if s.strip()]
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(levelname)s: %(message)s")
+    if token is None and beyond_loopback(host):
+        logging.getLogger("framework_ingest").warning(
+            "listening on %s without auth: anyone who can reach this port can write and "
+            "read items; set --token-env, or serve on 127.0.0.1 behind a proxy that "
+            "authenticates",
+            host,
+        )
     app = create_app(
         db_url,
         token=token,
@@ -185,6 +255,7 @@ def serve(
         purge_every=purge_every or None,
         retention_policy=_policy(history_age, idempotency_age, event_age, done_age),
         purge_batch=purge_batch,
+        body_timeout=timeout_body,
     )
     try:
         sock = bind(host, port)
@@ -203,6 +274,12 @@ def serve(
         access_log=access_log,
         http=None if http_impl == "auto" else http_impl,
         loop=None if loop == "auto" else loop,
+        limits=ServerLimits(
+            limit_connections=limit_connections or None,
+            limit_concurrency=limit_concurrency,
+            timeout_header=timeout_header,
+            timeout_keep_alive=timeout_keep_alive,
+        ),
     )
 
 

@@ -100,7 +100,10 @@ def utcnow() -> str:
 
 
 def format_time(moment: datetime) -> str:
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    """Fixed-width UTC text; raises OverflowError for a moment outside years 1-9999 in UTC."""
+    utc = moment.astimezone(UTC)
+    # Not strftime's %Y: the C library writes year 1 as "1", breaking the fixed width.
+    return f"{utc.year:04d}-{utc:%m-%dT%H:%M:%S.%f}Z"
 
 
 def open_backend(url: str) -> Backend:

@@ -10,6 +10,8 @@
     +-- StaleClaim      (exit 5) ``done``/``failed`` presented a lease that is no longer
                                  the item's (reaped, re-claimed or updated): the outcome
                                  was refused; the worker must drop its result
+    +-- ClientGone               the client hung up before its request body was complete;
+                                 the app logs one INFO line and answers nobody
 
 This module owns nothing else; the CLI turns these into exit codes.
 """
@@ -34,6 +36,10 @@ class StaleClaim(FrameworkError):
     """A finish was refused because its claim is no longer the item's current lease."""
 
     exit_code = EXIT_STALE
+
+
+class ClientGone(FrameworkError):
+    """A request's client disconnected mid-body: nothing to answer, nothing written."""
 
 
 class TransactionConflict(BackendUnavailable):

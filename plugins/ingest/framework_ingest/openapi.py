@@ -128,7 +128,11 @@ def build_openapi(
         ),
         "403": _problem("Wrong bearer token"),
     }
-    unavailable = {"503": _problem("Storage busy or unreachable", _RETRY_AFTER)}
+    unavailable = {
+        "503": _problem(
+            "Storage busy or unreachable, or the server at its request limit", _RETRY_AFTER
+        )
+    }
     security: list[dict[str, list[str]]] = [{"bearer": []}] if auth else []
     write_guarded = dict(guarded)
     if signed:
@@ -144,6 +148,7 @@ def build_openapi(
     write_errors = {
         "400": _problem("Malformed JSON"),
         **write_guarded,
+        "408": _problem("The body did not arrive in time; the connection is closed"),
         "413": _problem(f"Body over {max_body} bytes"),
         "415": _problem("Content-Type is not JSON"),
         "422": _problem("Invalid item; `errors` names the fields"),

@@ -17,6 +17,7 @@ TITLES = {
     "malformed-json": "Malformed JSON",
     "validation": "Invalid item",
     "too-large": "Payload too large",
+    "request-timeout": "Request body too slow",
     "batch-too-large": "Too many items in the batch",
     "unauthorized": "Authentication required",
     "signature-required": "Signed request required",

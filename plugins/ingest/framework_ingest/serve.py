@@ -2,12 +2,15 @@
 (tests and benchmarks), always on a socket this module binds, so port 0 works and the
 real port is known before the first request.
 
-This module owns the server's lifecycle; it must not log request headers (uvicorn's
-access log prints the request line and status only).
+The server is uvicorn with the door's guards (:mod:`framework_ingest.guard`): a cap on
+open connections enforced at ``accept()``, a deadline for request heads, a cap on
+requests in progress. This module owns the server's lifecycle; it must not log request
+headers (uvicorn's access log prints the request line and status only).
 """
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import socket
 import threading
@@ -16,12 +19,21 @@ from typing import Any
 
 import uvicorn
 
+from framework_ingest.guard import (
+    ConnectionGuard,
+    GuardedListener,
+    RequestLimit,
+    on_loop_error,
+    protocol_class,
+)
+from framework_ingest.limits import ServerLimits
 
-def bind(host: str, port: int) -> socket.socket:
+
+def bind(host: str, port: int) -> GuardedListener:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     # proto must say TCP: asyncio only sets TCP_NODELAY on accepted sockets whose proto is
     # IPPROTO_TCP, and without it Nagle + delayed ACK cost ~40 ms per keep-alive response.
-    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock = GuardedListener(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, port))
     sock.listen(2048)
@@ -45,17 +57,42 @@ def make_config(
     log_level: str = "info",
     http: str | None = None,
     loop: str | None = None,
+    limits: ServerLimits | None = None,
+    guard: ConnectionGuard | None = None,
 ) -> uvicorn.Config:
+    """uvicorn's settings; ``guard`` (made from ``limits`` when not given) must be the
+    one attached to the listening socket."""
+    limits = limits or ServerLimits()
+    guard = guard or ConnectionGuard(limits.connections(), limits.timeout_header)
     return uvicorn.Config(
-        app,
+        RequestLimit(app, limits.limit_concurrency),
         access_log=access_log,
         log_level=log_level,
-        http=http or best_http(),
+        http=protocol_class(http or best_http(), guard),
         loop=loop or best_loop(),
         lifespan="on",
         server_header=False,
         timeout_graceful_shutdown=5,
+        # float: uvicorn only hands it to loop.call_later
+        timeout_keep_alive=limits.timeout_keep_alive,  # type: ignore[arg-type]
+        # None: RequestLimit counts requests; uvicorn's would count idle connections too
+        limit_concurrency=None,
     )
+
+
+class GuardedServer(uvicorn.Server):
+    """uvicorn's server with the loop's descriptor-exhaustion reports made quiet."""
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        asyncio.get_running_loop().set_exception_handler(on_loop_error)
+        await super().startup(sockets=sockets)
+
+
+def _guarded(sock: socket.socket, limits: ServerLimits) -> ConnectionGuard:
+    guard = ConnectionGuard(limits.connections(), limits.timeout_header)
+    if isinstance(sock, GuardedListener):
+        sock.guard = guard
+    return guard
 
 
 def run_foreground(
@@ -65,10 +102,20 @@ def run_foreground(
     access_log: bool = True,
     http: str | None = None,
     loop: str | None = None,
+    limits: ServerLimits | None = None,
 ) -> None:
     """Serve on a bound socket until interrupted (SIGINT/SIGTERM), as
     ``framework ingest serve`` does."""
-    server = uvicorn.Server(make_config(app, access_log=access_log, http=http, loop=loop))
+    limits = limits or ServerLimits()
+    config = make_config(
+        app,
+        access_log=access_log,
+        http=http,
+        loop=loop,
+        limits=limits,
+        guard=_guarded(sock, limits),
+    )
+    server = GuardedServer(config)
     try:
         server.run(sockets=[sock])
     finally:
@@ -91,13 +138,23 @@ class BackgroundServer:
         access_log: bool = False,
         log_level: str = "warning",
         http: str | None = None,
+        limits: ServerLimits | None = None,
     ) -> None:
         self.app = app
         self._sock = bind(host, port)
         self.host = host
         self.port = int(self._sock.getsockname()[1])
-        config = make_config(app, access_log=access_log, log_level=log_level, http=http)
-        self._server = uvicorn.Server(config)
+        limits = limits or ServerLimits()
+        self.guard = _guarded(self._sock, limits)
+        config = make_config(
+            app,
+            access_log=access_log,
+            log_level=log_level,
+            http=http,
+            limits=limits,
+            guard=self.guard,
+        )
+        self._server = GuardedServer(config)
         self._thread = threading.Thread(
             target=self._server.run,
             kwargs={"sockets": [self._sock]},

@@ -5,11 +5,16 @@ upgrade a read lock (an upgrade that SQLite's busy handler cannot wait for), and
 also serialized inside the process by a lock: a Python lock hands the database over
 faster and more fairly than SQLite's sleeping busy handler. Other processes (the
 ``framework ingest claim`` CLI beside a running server) wait on ``busy_timeout``.
+The database file is created here, before SQLite opens it: private to its owner (0600,
+whatever the umask; SQLite gives its ``-wal`` and ``-shm`` files the same mode), and
+never through a symbolic link, for the file or its sidecars.
 This module owns connections and transactions only; the SQL lives in the store.
 """
 
 from __future__ import annotations
 
+import errno
+import os
 import sqlite3
 import threading
 import time
@@ -21,6 +26,32 @@ from framework_ingest.db import Backend, Params, Row, Tx
 from framework_ingest.errors import BackendUnavailable, IngestConfigError
 
 BUSY_TIMEOUT_MS = 30_000
+_SIDECARS = ("-wal", "-shm", "-journal")
+
+
+def _create_private(path: Path) -> None:
+    """Create the database file 0600 unless it exists; refuse symbolic links, which
+    SQLite would follow to write wherever they point."""
+    for name in (path, *(path.with_name(path.name + s) for s in _SIDECARS)):
+        if name.is_symlink():
+            raise IngestConfigError(
+                f"{name} is a symbolic link: the ingest server never writes through one; "
+                "replace it with a file or remove it"
+            )
+    try:
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        fd = os.open(path, flags, 0o600)
+    except FileExistsError:
+        if path.is_symlink():  # planted since the check above
+            raise IngestConfigError(f"{path} is a symbolic link") from None
+        return  # kept as it is: its owner chose its mode
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:  # a link planted since the check above
+            raise IngestConfigError(f"{path} is a symbolic link") from None
+        raise IngestConfigError(f"cannot create {path}: {exc.strerror}") from exc
+    # The mode given to open() is masked by the umask; 0600 is meant whatever it is.
+    os.fchmod(fd, 0o600)
+    os.close(fd)
 
 
 class _SqliteTx(Tx):
@@ -40,6 +71,7 @@ class SqliteBackend(Backend):
         self.busy_timeout_ms = BUSY_TIMEOUT_MS if busy_timeout_ms is None else busy_timeout_ms
         if not self.path.parent.exists():
             raise IngestConfigError(f"folder of the database does not exist: {self.path.parent}")
+        _create_private(self.path)
         self._local = threading.local()
         self._write_lock = threading.Lock()
         self._all: list[sqlite3.Connection] = []

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,8 +30,31 @@ class ItemInvalid(Exception):
         self.dedupe_key = dedupe_key
 
 
+# How deep ``data`` may nest (an object or array inside another is one level more).
+# Deeper values could be stored but not read back: serializing them on a route's stack
+# runs out of recursion, so every write route refuses them the same way (422).
+MAX_DEPTH = 64
+
+
 def _no_constants(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
+
+
+_DECODER = json.JSONDecoder(parse_constant=_no_constants)
+_WHITESPACE = re.compile(r"[ \t\n\r]*")
+
+
+def _malformed(exc: Exception) -> ProblemError:
+    detail = exc.msg if isinstance(exc, json.JSONDecodeError) else type(exc).__name__
+    return ProblemError(400, "malformed-json", f"the body is not valid JSON: {detail}")
+
+
+def _text(body: bytes) -> str:
+    # What json.loads does with bytes: UTF-8, or UTF-16/32 told by the first bytes.
+    try:
+        return body.decode(json.detect_encoding(body), "surrogatepass")
+    except UnicodeDecodeError as exc:
+        raise _malformed(exc) from exc
 
 
 def parse_json(body: bytes) -> Any:
@@ -40,8 +64,69 @@ def parse_json(body: bytes) -> Any:
     try:
         return json.loads(body, parse_constant=_no_constants)
     except (ValueError, RecursionError) as exc:
-        detail = exc.msg if isinstance(exc, json.JSONDecodeError) else type(exc).__name__
-        raise ProblemError(400, "malformed-json", f"the body is not valid JSON: {detail}") from exc
+        raise _malformed(exc) from exc
+
+
+def parse_batch(body: bytes, max_batch: int) -> Any:
+    """A batch body: its elements when it is an array, else the value (the caller
+    answers 422). An array is decoded one element at a time, so an array of more than
+    ``max_batch`` elements is refused (413) after ``max_batch + 1`` of them, never
+    decoded whole: a 16 MiB array of empty objects would take seconds and hundreds of
+    megabytes, and hold the interpreter lock all along."""
+    if not body.strip():
+        raise ProblemError(400, "malformed-json", "the body is empty; expected JSON")
+    text = _text(body)
+    pos = _WHITESPACE.match(text).end()  # type: ignore[union-attr]
+    if not text.startswith("[", pos):
+        return parse_json(body)
+    elements: list[Any] = []
+    try:
+        pos = _WHITESPACE.match(text, pos + 1).end()  # type: ignore[union-attr]
+        if text.startswith("]", pos):
+            pos += 1
+        else:
+            while True:
+                element, pos = _DECODER.raw_decode(text, pos)
+                elements.append(element)
+                if len(elements) > max_batch:
+                    raise ProblemError(
+                        413,
+                        "batch-too-large",
+                        f"more than {max_batch} items; at most {max_batch} per batch",
+                    )
+                pos = _WHITESPACE.match(text, pos).end()  # type: ignore[union-attr]
+                if text.startswith("]", pos):
+                    pos += 1
+                    break
+                if not text.startswith(",", pos):
+                    raise json.JSONDecodeError("Expecting ',' delimiter", text, pos)
+                pos = _WHITESPACE.match(text, pos + 1).end()  # type: ignore[union-attr]
+        if _WHITESPACE.match(text, pos).end() != len(text):  # type: ignore[union-attr]
+            raise json.JSONDecodeError("Extra data", text, pos)
+    except (ValueError, RecursionError) as exc:
+        raise _malformed(exc) from exc
+    return elements
+
+
+def too_deep(value: Any, limit: int = MAX_DEPTH) -> bool:
+    """Whether ``value`` nests containers more than ``limit`` levels (no recursion:
+    the value may be as deep as the parser allowed)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        current, depth = stack.pop()
+        children = (
+            current.values()
+            if isinstance(current, dict)
+            else current
+            if isinstance(current, list)
+            else ()
+        )
+        for child in children:
+            if isinstance(child, (dict, list)):
+                if depth + 1 > limit:
+                    return True
+                stack.append((child, depth + 1))
+    return False
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,7 +166,13 @@ def _invalid(errors: list[dict[str, str]], obj: Any) -> ItemInvalid:
 
 
 def prepare(obj: Any, *, batch: bool = False, idempotency_key: str | None = None) -> Prepared:
-    """Validate one decoded item; raise :class:`ItemInvalid` naming the offending fields."""
+    """Validate one decoded item; raise :class:`ItemInvalid` naming the offending fields.
+
+    Anything that would fail at storage or on the way back out (a time out of range
+    in UTC, nesting deeper than :data:`MAX_DEPTH`) is refused here, as this item's 422."""
+    if isinstance(obj, dict) and too_deep(obj.get("data")):
+        message = f"nests deeper than {MAX_DEPTH} levels"
+        raise _invalid([{"field": "data", "message": message}], obj)
     model = BatchItemIn if batch else ItemIn
     try:
         item = model.model_validate(obj)
@@ -109,11 +200,16 @@ def prepare(obj: Any, *, batch: bool = False, idempotency_key: str | None = None
         errors.append({"field": "data", "message": "holds a number out of range"})
     if not _storable(data_text):
         errors.append({"field": "data", "message": "contains an unpaired surrogate"})
+    scraped_at = ""
+    try:
+        scraped_at = format_time(item.scraped_at)
+    except OverflowError:  # 0001-01-01T00:00:00+00:01 is before year 1 in UTC
+        errors.append({"field": "scraped_at", "message": "out of range once converted to UTC"})
     if errors:
         raise _invalid(errors, obj)
     if isinstance(item, BatchItemIn):
         idempotency_key = item.idempotency_key
-    return Prepared(item, format_time(item.scraped_at), data_text, idempotency_key)
+    return Prepared(item, scraped_at, data_text, idempotency_key)
 
 
 def _storable(text: str) -> bool:

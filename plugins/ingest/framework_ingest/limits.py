@@ -1,0 +1,40 @@
+"""The door's limits against hostile or broken clients, as plain values with their
+defaults: what ``framework ingest serve`` offers as options and docs/ingest-contract.md
+documents ("Limits"). This module owns the numbers only; :mod:`framework_ingest.guard`
+enforces the connection ones, :mod:`framework_ingest.app` the body ones.
+"""
+
+from __future__ import annotations
+
+import resource
+from dataclasses import dataclass
+
+DEFAULT_LIMIT_CONCURRENCY = 256
+DEFAULT_TIMEOUT_HEADER = 10.0  # seconds to send a complete request line and headers
+DEFAULT_TIMEOUT_KEEP_ALIVE = 5.0  # seconds an idle connection stays open after a response
+DEFAULT_TIMEOUT_BODY = 60.0  # seconds from the end of a request's head to the end of its body
+MAX_AUTO_CONNECTIONS = 1024
+
+
+def auto_connection_limit() -> int:
+    """Half the soft ``RLIMIT_NOFILE`` (at most 1024): the other half stays for the
+    database connections of the worker threads (SQLite: two descriptors per thread),
+    logs and the listener."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return MAX_AUTO_CONNECTIONS
+    return max(8, min(MAX_AUTO_CONNECTIONS, soft // 2))
+
+
+@dataclass(frozen=True)
+class ServerLimits:
+    """Connection-level limits of one server; ``limit_connections=None`` derives the
+    cap from the process's descriptor limit (:func:`auto_connection_limit`)."""
+
+    limit_connections: int | None = None
+    limit_concurrency: int = DEFAULT_LIMIT_CONCURRENCY
+    timeout_header: float = DEFAULT_TIMEOUT_HEADER
+    timeout_keep_alive: float = DEFAULT_TIMEOUT_KEEP_ALIVE
+
+    def connections(self) -> int:
+        return self.limit_connections or auto_connection_limit()

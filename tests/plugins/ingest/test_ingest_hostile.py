@@ -1,0 +1,546 @@
+"""Hostile clients against the real door: connections held open instead of used, bodies
+that never finish, values that cannot be stored, bodies made to be expensive to parse,
+files and addresses that expose the data. Each case goes through a real server (uvicorn
+on 127.0.0.1, port 0): in a thread, or as ``framework ingest serve`` in a child process
+where the case needs its own descriptor limit or memory figures."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import select
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+from framework_ingest.app import create_app
+from framework_ingest.cli import beyond_loopback
+from framework_ingest.db import open_backend
+from framework_ingest.errors import IngestConfigError
+from framework_ingest.limits import ServerLimits
+from framework_ingest.serve import BackgroundServer
+from framework_ingest.validate import MAX_DEPTH
+
+from tests.fixtures import procs
+from tests.fixtures.ingest import IngestServer, make_item
+
+FRAMEWORK = str(Path(sys.executable).parent / "framework")
+
+
+# -- helpers -------------------------------------------------------------------------
+
+
+@pytest.fixture
+def guarded_server(
+    make_ingest_db_url: Callable[[str], str],
+) -> Iterator[Callable[..., BackgroundServer]]:
+    """Factory: a server with the given :class:`ServerLimits` and app options."""
+    started: list[BackgroundServer] = []
+
+    def make(limits: ServerLimits, backend: str = "sqlite", **app_options: Any) -> BackgroundServer:
+        app = create_app(make_ingest_db_url(backend), **app_options)
+        server = BackgroundServer(app, limits=limits, log_level="info").start()
+        started.append(server)
+        return server
+
+    yield make
+    for server in reversed(started):
+        server.stop()
+
+
+def connect(server: BackgroundServer) -> socket.socket:
+    return socket.create_connection((server.host, server.port), timeout=10)
+
+
+def read_until_closed(sock: socket.socket, within: float) -> tuple[bytes, float]:
+    """Everything the server sends until it closes the connection, and when (seconds
+    from now); fails if it is still open after ``within`` seconds."""
+    start = time.monotonic()
+    deadline = start + within
+    received = b""
+    while True:
+        left = deadline - time.monotonic()
+        assert left > 0, f"still open after {within}s; received {received[:200]!r}"
+        sock.settimeout(left)
+        try:
+            chunk = sock.recv(65536)
+        except ConnectionResetError:
+            chunk = b""
+        except TimeoutError:
+            continue
+        if not chunk:
+            return received, time.monotonic() - start
+        received += chunk
+
+
+def is_closed(sock: socket.socket) -> bool:
+    """Whether the server has closed ``sock`` (without waiting)."""
+    readable, _, _ = select.select([sock], [], [], 0)
+    if not readable:
+        return False
+    try:
+        return sock.recv(1, socket.MSG_PEEK) == b""
+    except ConnectionResetError:
+        return True
+
+
+def wait_for(condition: Callable[[], bool], within: float, what: str) -> None:
+    deadline = time.monotonic() + within
+    while not condition():
+        assert time.monotonic() < deadline, f"not within {within}s: {what}"
+        time.sleep(0.02)
+
+
+def head(path: str, length: int) -> bytes:
+    return (
+        f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {length}\r\n\r\n"
+    ).encode()
+
+
+def status_of(raw: bytes) -> int:
+    return int(raw.split(b" ", 2)[1])
+
+
+def nested(depth: int) -> dict[str, Any]:
+    """``data`` nesting ``depth`` levels, itself the first."""
+    value: dict[str, Any] = {"leaf": 1}
+    for _ in range(depth - 1):
+        value = {"n": value}
+    return value
+
+
+def deep_item_json(source_id: str, depth: int) -> str:
+    """An item whose ``data`` nests ``depth`` levels, as JSON text (written by hand:
+    json.dumps runs out of recursion where the server must not)."""
+    data = '{"n":' * (depth - 1) + '{"leaf":1}' + "}" * (depth - 1)
+    return json.dumps(make_item(source_id, data={})).replace('"data": {}', f'"data": {data}')
+
+
+# -- connections held open (bare connects, trickled heads, unfinished bodies) ---------
+
+
+def test_a_bare_connect_is_closed_after_the_header_timeout(
+    guarded_server: Callable[..., BackgroundServer],
+) -> None:
+    s = guarded_server(ServerLimits(timeout_header=0.5))
+    sock = connect(s)
+    received, after = read_until_closed(sock, within=10)
+    sock.close()
+    assert received == b""
+    assert after >= 0.4
+    assert s.guard.timed_out == 1
+
+
+def test_a_trickled_head_does_not_move_its_deadline(
+    guarded_server: Callable[..., BackgroundServer],
+) -> None:
+    s = guarded_server(ServerLimits(timeout_header=0.6, timeout_keep_alive=0.3))
+    sock = connect(s)
+    start = time.monotonic()
+    line = b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Pad: " + b"a" * 10_000
+    closed = False
+    for byte in line:  # one byte per 0.05 s: never idle long enough for keep-alive
+        try:
+            sock.send(bytes([byte]))
+        except (BrokenPipeError, ConnectionResetError):
+            closed = True
+            break
+        readable, _, _ = select.select([sock], [], [], 0.05)
+        if readable and is_closed(sock):
+            closed = True
+            break
+        assert time.monotonic() - start < 10, "a trickled head kept its connection"
+    sock.close()
+    assert closed
+    assert 0.5 <= time.monotonic() - start < 5
+    assert s.guard.timed_out == 1
+
+
+def test_a_half_sent_body_is_answered_408_and_closed(
+    guarded_server: Callable[..., BackgroundServer],
+) -> None:
+    s = guarded_server(ServerLimits(), body_timeout=0.5)
+    body = json.dumps(make_item("1")).encode()
+    sock = connect(s)
+    sock.sendall(head("/v1/items", len(body)) + body[:10])
+    received, after = read_until_closed(sock, within=10)
+    sock.close()
+    assert status_of(received) == 408, received
+    assert b"connection: close" in received.lower()
+    problem = json.loads(received.split(b"\r\n\r\n", 1)[1])
+    assert problem["type"] == "urn:framework:ingest:request-timeout"
+    assert 0.4 <= after < 5
+    assert requests.get(f"{s.url}/v1/items/test:1", timeout=10).status_code == 404
+
+
+def test_a_client_gone_mid_body_is_one_info_line(
+    guarded_server: Callable[..., BackgroundServer], caplog: pytest.LogCaptureFixture
+) -> None:
+    # uvicorn's loggers do not propagate; hand them the capture handler directly
+    # (framework_ingest's reach it through the root logger).
+    uvicorn_log = logging.getLogger("uvicorn")
+    uvicorn_log.addHandler(caplog.handler)
+    caplog.set_level(logging.DEBUG)
+    try:
+        s = guarded_server(ServerLimits())
+        body = json.dumps([make_item(str(i)) for i in range(50)]).encode()
+        sock = connect(s)
+        sock.sendall(head("/v1/items/batch", len(body)) + body[: len(body) // 2])
+        # the app reads what came, so the server is inside the request when we hang up
+        wait_for(lambda: s.guard.count() == 1 and not s.guard.waiting, 10, "request started")
+        sock.close()
+
+        def gone() -> list[logging.LogRecord]:
+            return [r for r in caplog.records if "went away" in r.getMessage()]
+
+        wait_for(lambda: bool(gone()), 10, "the line about the client that went away")
+        # a healthy request afterwards: whatever the abandoned one logs is logged by now
+        assert requests.get(f"{s.url}/healthz", timeout=10).status_code == 200
+    finally:
+        uvicorn_log.removeHandler(caplog.handler)
+    lines = [r for r in caplog.records if r.levelno >= logging.INFO and r.name != "uvicorn.access"]
+    about = [r for r in lines if "/v1/items/batch" in r.getMessage() or r.exc_info]
+    assert [r.levelname for r in about] == ["INFO"], [r.getMessage() for r in about]
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert s.guard.count() <= 1
+
+
+def test_idle_connections_beyond_the_limit_close_the_oldest(
+    guarded_server: Callable[..., BackgroundServer],
+) -> None:
+    s = guarded_server(ServerLimits(limit_connections=8))
+    idle = []
+    for _ in range(20):
+        idle.append(connect(s))
+    r = requests.get(f"{s.url}/healthz", timeout=5)
+    assert r.status_code == 200
+    wait_for(lambda: all(is_closed(c) for c in idle[:12]), 10, "the oldest idle ones closed")
+    assert not any(is_closed(c) for c in idle[-4:])  # the newest stay
+    assert s.guard.count() <= 8
+    assert s.guard.shed == 0
+    for c in idle:
+        c.close()
+
+
+def test_a_new_connection_is_answered_503_when_every_slot_is_busy(
+    guarded_server: Callable[..., BackgroundServer],
+) -> None:
+    s = guarded_server(ServerLimits(limit_connections=2), body_timeout=30)
+    busy = []
+    for _ in range(2):  # inside a request (their bodies never finish): not evictable
+        sock = connect(s)
+        sock.sendall(head("/v1/items", 1000) + b"{")
+        busy.append(sock)
+    wait_for(lambda: s.guard.count() == 2 and not s.guard.waiting, 10, "two requests started")
+    newcomer = connect(s)
+    received, _ = read_until_closed(newcomer, within=10)
+    newcomer.close()
+    assert status_of(received) == 503, received
+    assert b"retry-after: 1" in received.lower()
+    assert not any(is_closed(c) for c in busy)
+    for c in busy:
+        c.close()
+
+
+def test_requests_beyond_limit_concurrency_answer_503(
+    guarded_server: Callable[..., BackgroundServer],
+) -> None:
+    s = guarded_server(ServerLimits(limit_concurrency=2), body_timeout=30)
+    busy = []
+    for _ in range(2):
+        sock = connect(s)
+        sock.sendall(head("/v1/items", 1000) + b"{")
+        busy.append(sock)
+    wait_for(lambda: s.guard.count() == 2 and not s.guard.waiting, 10, "two requests started")
+    r = requests.get(f"{s.url}/healthz", timeout=5)
+    assert r.status_code == 503
+    assert r.headers["retry-after"] == "1"
+    assert r.headers["content-type"] == "application/problem+json"
+    for c in busy:
+        c.close()
+    wait_for(
+        lambda: requests.get(f"{s.url}/healthz", timeout=5).status_code == 200,
+        10,
+        "the slots freed",
+    )
+
+
+SERVE_WITH_256_DESCRIPTORS = """
+import resource, sys
+resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))
+sys.argv = ["framework"] + sys.argv[1:]
+from framework.cli import main
+sys.exit(main())
+"""
+
+
+def _serve_child(tmp_path: Path, *options: str) -> tuple[Any, str]:
+    """``framework ingest serve`` in a child with 256 descriptors; its URL."""
+    proc = procs.popen(
+        [
+            sys.executable,
+            "-c",
+            SERVE_WITH_256_DESCRIPTORS,
+            "ingest",
+            "serve",
+            "--db",
+            f"sqlite:///{tmp_path / 'door.db'}",
+            "--port",
+            "0",
+            "--no-access-log",
+            *options,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stderr is not None
+    first = proc.stderr.readline()
+    match = re.search(r"on (http://127\.0\.0\.1:\d+)", first)
+    if not match:
+        proc.kill()
+        pytest.fail(f"the server did not start: {first!r}")
+    url = match.group(1)
+    wait_for(lambda: _healthy(url), 30, "the server answering")
+    return proc, url
+
+
+def _healthy(url: str) -> bool:
+    try:
+        return requests.get(f"{url}/healthz", timeout=5).status_code == 200
+    except requests.ConnectionError:
+        return False
+
+
+def _stop(proc: Any) -> str:
+    proc.send_signal(signal.SIGTERM)
+    try:
+        _, err = proc.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        _, err = proc.communicate(timeout=30)
+    return str(err)
+
+
+@pytest.mark.process
+@pytest.mark.kill
+def test_500_idle_connections_under_ulimit_256_leave_healthz_answering(tmp_path: Path) -> None:
+    proc, url = _serve_child(tmp_path, "--timeout-header", "3")
+    host, port = url.removeprefix("http://").split(":")
+    idle: list[socket.socket] = []
+    try:
+        for _ in range(500):
+            idle.append(socket.create_connection((host, int(port)), timeout=10))
+        start = time.monotonic()
+        r = requests.get(f"{url}/healthz", timeout=1)
+        took = time.monotonic() - start
+        assert r.status_code == 200
+        assert took < 1
+        r = requests.post(f"{url}/v1/items", json=make_item("1"), timeout=5)
+        assert r.status_code == 201
+        # the held ones are all closed by the head deadline (3 s), none kept
+        wait_for(lambda: all(is_closed(c) for c in idle), 30, "every idle connection closed")
+    finally:
+        for c in idle:
+            c.close()
+        err = _stop(proc)
+    assert "Too many open files" not in err
+    assert "Traceback" not in err
+    assert len(err) < 20_000, err[-2000:]
+
+
+# -- values that cannot be stored: that element's 422, never the batch's 500 ----------
+
+OUT_OF_RANGE = ["0001-01-01T00:00:00+00:01", "9999-12-31T23:59:59-00:01"]
+
+
+@pytest.mark.parametrize("scraped_at", OUT_OF_RANGE)
+def test_a_time_out_of_range_in_utc_is_that_elements_422(
+    any_ingest_server: IngestServer, scraped_at: str
+) -> None:
+    s = any_ingest_server
+    batch = [make_item("a"), make_item("b", scraped_at=scraped_at), make_item("c")]
+    r = requests.post(f"{s.url}/v1/items/batch", json=batch, timeout=10)
+    assert r.status_code == 200, r.text
+    results = r.json()["results"]
+    assert [x["status_code"] for x in results] == [201, 422, 201]
+    assert results[1]["problem"]["errors"][0]["field"] == "scraped_at"
+    assert [row["dedupe_key"] for row in s.rows()] == ["test:a", "test:c"]
+
+    r = requests.post(f"{s.url}/v1/items", json=make_item("d", scraped_at=scraped_at), timeout=10)
+    assert r.status_code == 422, r.text
+    assert r.json()["errors"][0]["field"] == "scraped_at"
+
+
+def test_year_one_is_stored_at_fixed_width(any_ingest_server: IngestServer) -> None:
+    s = any_ingest_server
+    item = make_item("y1", scraped_at="0001-01-01T00:01:00+00:01")
+    assert requests.post(f"{s.url}/v1/items", json=item, timeout=10).status_code == 201
+    stored = requests.get(f"{s.url}/v1/items/test:y1", timeout=10).json()
+    assert stored["scraped_at"] == "0001-01-01T00:00:00.000000Z"
+
+
+@pytest.mark.parametrize("depth", [MAX_DEPTH + 1, 960])
+def test_nesting_is_bounded_the_same_on_every_route(
+    any_ingest_server: IngestServer, depth: int
+) -> None:
+    s = any_ingest_server
+    deepest = make_item("ok", data=nested(MAX_DEPTH))
+    too_deep = deep_item_json("deep", depth)
+    headers = {"Content-Type": "application/json"}
+
+    assert requests.post(f"{s.url}/v1/items", json=deepest, timeout=10).status_code == 201
+    r = requests.get(f"{s.url}/v1/items/test:ok", timeout=10)
+    assert r.status_code == 200
+    assert r.json()["data"] == deepest["data"]
+
+    r = requests.post(f"{s.url}/v1/items", data=too_deep, headers=headers, timeout=10)
+    assert r.status_code == 422, r.text
+    assert r.json()["errors"][0]["field"] == "data"
+
+    batch = f"[{too_deep}, {json.dumps(make_item('next'))}]"
+    r = requests.post(f"{s.url}/v1/items/batch", data=batch, headers=headers, timeout=10)
+    assert r.status_code == 200, r.text
+    assert [x["status_code"] for x in r.json()["results"]] == [422, 201]
+    assert requests.get(f"{s.url}/v1/items/test:deep", timeout=10).status_code == 404
+    assert requests.get(f"{s.url}/v1/items/test:next", timeout=10).status_code == 200
+
+
+# -- bodies made to be expensive ------------------------------------------------------
+
+
+def _high_water_mb(pid: int) -> float:
+    status = Path(f"/proc/{pid}/status").read_text()
+    match = re.search(r"^VmHWM:\s+(\d+) kB", status, re.M)
+    assert match, status
+    return int(match.group(1)) / 1024
+
+
+@pytest.mark.process
+@pytest.mark.kill
+@pytest.mark.slow
+def test_a_16_mib_batch_of_empty_objects_is_refused_before_it_is_parsed(tmp_path: Path) -> None:
+    body = b"[" + b"{}," * (16 * 1024 * 1024 // 3 - 1) + b"{}]"
+    assert len(body) <= 16 * 1024 * 1024
+    headers = {"Content-Type": "application/json"}
+    proc, url = _serve_child(tmp_path)
+    try:
+        before = _high_water_mb(proc.pid)
+        r = requests.post(f"{url}/v1/items/batch", data=body, headers=headers, timeout=30)
+        assert r.status_code == 413
+        assert r.json()["type"] == "urn:framework:ingest:batch-too-large"
+        # decoded whole, the array took ~420 MB more; read and decoded as text, ~50 MB
+        grown = _high_water_mb(proc.pid) - before
+        assert grown < 150, f"{grown:.0f} MB more at the high-water mark"
+
+        # three clients sending such bodies do not stall single writes
+        stop = threading.Event()
+
+        def flood() -> None:
+            with requests.Session() as session:
+                while not stop.is_set():
+                    session.post(f"{url}/v1/items/batch", data=body, headers=headers, timeout=30)
+
+        flooders = [threading.Thread(target=flood, daemon=True) for _ in range(3)]
+        for t in flooders:
+            t.start()
+        took = []
+        try:
+            with requests.Session() as session:
+                for i in range(30):
+                    start = time.monotonic()
+                    r = session.post(f"{url}/v1/items", json=make_item(str(i)), timeout=30)
+                    took.append(time.monotonic() - start)
+                    assert r.status_code == 201
+        finally:
+            stop.set()
+            for t in flooders:
+                t.join(60)
+        # decoded whole on the event loop, each big body stalled every write ~1 s
+        assert statistics.median(took) < 0.25, sorted(took)
+    finally:
+        err = _stop(proc)
+    assert "Traceback" not in err
+
+
+# -- files and addresses --------------------------------------------------------------
+
+
+def test_the_database_files_are_private_whatever_the_umask(tmp_path: Path) -> None:
+    old = os.umask(0o022)
+    try:
+        backend = open_backend(f"sqlite:///{tmp_path / 'door.db'}")
+    finally:
+        os.umask(old)
+    try:
+        with backend.transaction() as tx:
+            tx.execute("SELECT COUNT(*) FROM items")
+        names = sorted(p.name for p in tmp_path.iterdir())
+        assert names == ["door.db", "door.db-shm", "door.db-wal"]
+        for name in names:
+            assert (tmp_path / name).stat().st_mode & 0o777 == 0o600, name
+    finally:
+        backend.close()
+
+
+@pytest.mark.parametrize("linked", ["door.db", "door.db-wal"])
+def test_a_database_behind_a_symlink_is_refused(tmp_path: Path, linked: str) -> None:
+    target = tmp_path / "elsewhere"
+    target.write_bytes(b"")
+    (tmp_path / linked).symlink_to(target)
+    with pytest.raises(IngestConfigError, match="symbolic link"):
+        open_backend(f"sqlite:///{tmp_path / 'door.db'}")
+    assert target.read_bytes() == b""
+
+
+def test_which_hosts_are_beyond_loopback() -> None:
+    for host in ("127.0.0.1", "127.0.0.2", "::1", "[::1]", "localhost", "::ffff:127.0.0.1"):
+        assert not beyond_loopback(host), host
+    for host in ("0.0.0.0", "::", "192.0.2.1", "10.1.2.3", "example.org", "::ffff:10.0.0.1"):
+        assert beyond_loopback(host), host
+
+
+@pytest.mark.process
+def test_serving_beyond_loopback_without_auth_warns_at_start(tmp_path: Path) -> None:
+    # 192.0.2.1 (TEST-NET-1) is never a local address: the warning comes, then the bind
+    # fails, and nothing listens beyond loopback during the test.
+    def serve(*extra: str) -> subprocess.CompletedProcess[str]:
+        return procs.run(
+            [
+                FRAMEWORK,
+                "ingest",
+                "serve",
+                "--db",
+                f"sqlite:///{tmp_path / 'door.db'}",
+                "--host",
+                "192.0.2.1",
+                "--port",
+                "0",
+                *extra,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**os.environ, "DOOR_TOKEN": "t0ken-for-the-test"},
+        )
+
+    open_door = serve()
+    assert open_door.returncode == 2, open_door.stderr
+    assert re.search(r"WARNING: listening on 192\.0\.2\.1 without auth", open_door.stderr)
+    assert "cannot listen on 192.0.2.1" in open_door.stderr
+
+    with_token = serve("--token-env", "DOOR_TOKEN")
+    assert with_token.returncode == 2, with_token.stderr
+    assert "without auth" not in with_token.stderr
