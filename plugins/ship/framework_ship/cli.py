@@ -2,11 +2,12 @@
 
 Owns the options and where each setting comes from: a flag wins over the job spec's
 ``ship:`` section, which wins over the environment (``FRAMEWORK_SHIP_ENDPOINT``,
-``FRAMEWORK_SHIP_TOKEN_ENV``). It reads the bearer token from the environment variable
-named by ``--token-env`` and the signing secret from the one named by
-``--signing-secret-env``, and hands them to the run, never to a log or to output. The run
-itself is :mod:`framework_ship.run`; errors go up to the CLI root, which maps them to
-exit codes (0 drained, 2 usage, 3 checkpoint, 4 halted).
+``FRAMEWORK_SHIP_TOKEN_ENV``), except that a spec's endpoint on another machine needs
+the operator's confirmation (:mod:`framework_ship.endpoint`). It reads the bearer token
+from the environment variable named by ``--token-env`` and the signing secret from the
+one named by ``--signing-secret-env``, and hands them to the run, never to a log or to
+output. The run itself is :mod:`framework_ship.run`; errors go up to the CLI root, which
+maps them to exit codes (0 drained, 2 usage, 3 checkpoint, 4 halted).
 """
 
 from __future__ import annotations
@@ -25,13 +26,18 @@ from framework.spec.models import ShipSettings
 from framework.workspace import Workspace, utc_now
 from framework.workspace.locate import is_database_url
 from framework_ship.client import items_url
+from framework_ship.endpoint import (
+    ENV_ENDPOINT,
+    EndpointNotConfirmed,
+    choose_endpoint,
+    plain_http_warning,
+)
 from framework_ship.pg_claims import LEASE_SECONDS
 from framework_ship.pg_run import PgShipper
 from framework_ship.policy import DEFAULT_RETRY_AFTER_CAP, RetryPolicy
 from framework_ship.prune import prune_log
-from framework_ship.run import DEFAULT_BATCH_SIZE, ShipOptions, Shipper
+from framework_ship.run import DEFAULT_BATCH_SIZE, STOP_GRACE_S, ShipOptions, Shipper
 
-ENV_ENDPOINT = "FRAMEWORK_SHIP_ENDPOINT"
 ENV_TOKEN_ENV = "FRAMEWORK_SHIP_TOKEN_ENV"  # noqa: S105 - a variable name, not a secret
 DEFAULT_SIGNING_SECRET_ENV = "FRAMEWORK_SHIP_SIGNING_SECRET"  # noqa: S105 - a variable name
 
@@ -105,7 +111,16 @@ def _first(*values: str | None) -> str | None:
     type=click.FloatRange(min=0, min_open=True),
     default=30.0,
     show_default=True,
-    help="Seconds per request.",
+    help="Seconds one request may take, all of it (connect, send, answer).",
+)
+@click.option(
+    "--stop-grace",
+    type=click.FloatRange(min=0),
+    default=STOP_GRACE_S,
+    show_default=True,
+    envvar="FRAMEWORK_STOP_GRACE",
+    help="At SIGINT/SIGTERM: seconds requests in flight get before they are abandoned. "
+    "[$FRAMEWORK_STOP_GRACE]",
 )
 @click.option(
     "--max-items",
@@ -184,6 +199,7 @@ def ship(
     batch_size: int | None,
     concurrency: int,
     timeout: float,
+    stop_grace: float,
     max_items: int | None,
     only: tuple[str, ...],
     include_incomplete: bool,
@@ -216,7 +232,8 @@ def ship(
         )
     if prune:
         return _prune(Path(target), dry_run)
-    endpoint = _first(endpoint, settings.endpoint, os.environ.get(ENV_ENDPOINT))
+    chosen = choose_endpoint(endpoint, settings.endpoint, os.environ.get(ENV_ENDPOINT))
+    endpoint = chosen.url
     if not endpoint and not dry_run:  # a dry run sends nothing: it needs no endpoint
         raise UsageError(
             "no endpoint: pass --endpoint URL, set ship.endpoint in the job spec, "
@@ -226,7 +243,11 @@ def ship(
         if endpoint:
             items_url(endpoint)
     except ValueError as exc:
-        raise UsageError(f"--endpoint: {exc}") from None
+        raise UsageError(f"{chosen.source}: {exc}") from None
+    if chosen.refused is not None:
+        if not dry_run:
+            raise EndpointNotConfirmed(chosen.refused)
+        _notice(f"a real run refuses this endpoint: {chosen.refused}")
     token_var = _first(token_env, settings.token_env, os.environ.get(ENV_TOKEN_ENV))
     token = None
     if token_var:
@@ -240,12 +261,16 @@ def ship(
                 "(whitespace at an end, control or non-ASCII characters)"
             )
     secret = signing_secret(signing_secret_env)
+    warning = plain_http_warning(endpoint, token) if endpoint else None
+    if warning is not None:
+        click.echo(f"warning: {warning}", err=True)
     options = ShipOptions(
         endpoint=endpoint or "",
         fallback_path=_first(fallback_path, settings.fallback_path),
         batch_size=batch_size or settings.batch_size or DEFAULT_BATCH_SIZE,
         concurrency=concurrency,
         timeout=timeout,
+        stop_grace=stop_grace,
         max_items=max_items,
         only=only,
         include_incomplete=include_incomplete,
@@ -260,7 +285,7 @@ def ship(
     with Workspace.open(target, create=False, readonly=dry_run) as ws:
         common: dict[str, Any] = {
             "echo": click.echo,
-            "notice": lambda message: click.echo(f"notice: {message}", err=True),
+            "notice": _notice,
             "signing_secret": secret,
             "quiet": quiet,
         }
@@ -274,6 +299,10 @@ def ship(
         finally:
             shipper.close()
     return 0
+
+
+def _notice(message: str) -> None:
+    click.echo(f"notice: {message}", err=True)
 
 
 def _prune(path: Path, dry_run: bool) -> int:

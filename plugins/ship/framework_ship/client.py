@@ -6,9 +6,12 @@ path ``/v1/items`` is added, or the full items URL), the body bytes, the headers
 ``Authorization: Bearer <token>`` set on each request only, never on the session, never
 returned; ``X-Framework-Signature`` when a signing secret is given, computed over the
 exact body bytes on every attempt), the route state (primary -> fallback path after a
-404/405; batch route -> one by one when the batch route is missing), and turning a
-response or a transport error into a :class:`Reply`. It does not retry, sleep, classify
-outcomes or log: a ``Reply`` carries what :mod:`framework_ship.deliver` needs to do those.
+404/405; batch route -> one by one when the batch route is missing), the bounds of one
+exchange (``timeout`` covers all of it, through :mod:`framework_ship.watchdog`; an
+answer is read up to :data:`MAX_ANSWER_BYTES`, an error's up to :data:`MAX_ERROR_BYTES`),
+and turning a response or a transport error into a :class:`Reply`. It does not retry,
+sleep, classify outcomes or log: a ``Reply`` carries what :mod:`framework_ship.deliver`
+needs to do those.
 
 One ``requests.Session`` per thread: a session is not safe to share across threads.
 """
@@ -17,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import http.client
 import json
 import os
 import threading
@@ -31,6 +35,7 @@ import requests
 
 from framework.errors import Halted
 from framework_ship.classify import classify_exception
+from framework_ship.watchdog import ABANDONED, Watch, Watchdog, watched_session
 
 CONTRACT_PATH = "/v1/items"
 BATCH_SUFFIX = "/batch"
@@ -39,6 +44,12 @@ SIGNATURE_HEADER = "X-Framework-Signature"
 # Recently signed bodies remembered (a retry or redelivery comes soon after its first try).
 _SIGNED_MEMORY = 4096
 MAX_IDEMPOTENCY_KEY = 255
+# What one answer may take in memory. A contract answer is small (a batch of 250 is
+# about 40 KB); an error's body is only quoted (300 characters) and parsed for its
+# problem type. Past these the rest is not read and the connection is dropped.
+MAX_ANSWER_BYTES = 16 << 20
+MAX_ERROR_BYTES = 64 << 10
+_CHUNK = 64 << 10
 _KEY_SAFE = "!#$&'()*+,-./:;=?@[]^_`{|}~"
 
 
@@ -158,7 +169,7 @@ class IngestClient:
         fallback_path: str | None = None,
         timeout: float = 30.0,
         notice: Callable[[str], None] = lambda message: None,
-        session_factory: Callable[[], requests.Session] = requests.Session,
+        session_factory: Callable[[], requests.Session] = watched_session,
         signing_secret: str | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
@@ -181,6 +192,7 @@ class IngestClient:
             "User-Agent": USER_AGENT,
         }
         self.timeout = timeout
+        self._watchdog = Watchdog()
         self._notice = notice
         self._session_factory = session_factory
         self._local = threading.local()
@@ -292,19 +304,28 @@ class IngestClient:
         started = time.perf_counter()
         me = threading.get_ident()
         self._in_flight[me] = (url, started, len(payload) if isinstance(payload, list) else 1)
+        watch = self._watchdog.watch(self.timeout)
         try:
-            response = self._session().post(
-                url,
-                data=data,
-                headers=headers,
-                auth=self._auth,
-                timeout=self.timeout,
-                allow_redirects=False,
-            )
-            content = response.content  # read it all inside the timing and the try
-        except requests.RequestException as exc:
+            with watch:
+                response = self._session().post(
+                    url,
+                    data=data,
+                    headers=headers,
+                    auth=self._auth,
+                    timeout=self.timeout,  # each connect and read; the watch bounds the sum
+                    allow_redirects=False,
+                    stream=True,  # read below, up to a cap
+                )
+                content, cut = _read_capped(response)
+        except (requests.RequestException, OSError, http.client.HTTPException) as exc:
             latency = (time.perf_counter() - started) * 1000
-            if not isinstance(exc, _TRANSPORT_ERRORS):
+            if watch.why is not None:
+                # The watchdog shut the socket: whatever error that caused, the cause
+                # is the deadline (or the stop), not the network.
+                return Reply(None, None, None, latency, route, watch.why, self._ended(watch))
+            if isinstance(exc, requests.RequestException) and not isinstance(
+                exc, _TRANSPORT_ERRORS
+            ):
                 # Not the network: a bad URL or header, a bug. Retrying cannot help and
                 # marking the item done would lie, so the run halts. Only the class name
                 # is kept: the message of an invalid header quotes its value (the token).
@@ -312,17 +333,24 @@ class IngestClient:
                     f"the request could not be made ({type(exc).__name__}); check "
                     "--endpoint and the token"
                 ) from None
-            _, error_class = classify_exception(exc)
+            if isinstance(exc, requests.RequestException):
+                _, error_class = classify_exception(exc)
+            elif isinstance(exc, ConnectionError):
+                error_class = "reset"  # a reset while reading the body
+            else:
+                raise
             return Reply(None, None, None, latency, route, error_class, _short(exc))
-        except ConnectionError as exc:  # a reset while reading the body
-            latency = (time.perf_counter() - started) * 1000
-            return Reply(None, None, None, latency, route, "reset", _short(exc))
         finally:
             # Also when a second Ctrl-C aborts the wait (raised from the signal handler).
             self._in_flight.pop(me, None)
         latency = (time.perf_counter() - started) * 1000
+        if watch.why is not None:
+            # Ended by the watchdog, yet no error: a socket shut mid-headers reads as
+            # their end, and an answer without a length ends at EOF. Nothing says the
+            # answer was whole; a retry is safe (the Idempotency-Key replays it).
+            return Reply(None, None, None, latency, route, watch.why, self._ended(watch))
         body: Any = None
-        if content:
+        if content and not cut:
             try:
                 body = json.loads(content)
             except ValueError:
@@ -332,6 +360,8 @@ class IngestClient:
             # Also a 2xx that is no JSON object: it is not the contract's answer, and
             # the log must say what came instead.
             detail = _detail(body, content)
+            if cut:
+                detail = f"(an answer over {cut} bytes, not read further) {detail}"[:300]
         return Reply(
             response.status_code,
             body,
@@ -341,6 +371,18 @@ class IngestClient:
             None,
             detail,
         )
+
+    def _ended(self, watch: Watch) -> str:
+        if watch.why == ABANDONED:
+            return "abandoned at the stop: no complete answer within the stop grace"
+        return (
+            f"no complete answer within --timeout {self.timeout:g} s (it bounds the whole exchange)"
+        )
+
+    def stop_within(self, grace: float) -> None:
+        """A stop: every request in flight (and any started later) is abandoned if it
+        has no complete answer within ``grace`` seconds."""
+        self._watchdog.stop_within(grace)
 
     def waiting(self) -> list[tuple[str, float, int]]:
         """The requests waiting for an answer now: (URL path, seconds so far, items)."""
@@ -355,6 +397,7 @@ class IngestClient:
             for session in self._sessions:
                 session.close()
             self._sessions.clear()
+        self._watchdog.close()
 
 
 def _read_environment_once(session: requests.Session, url: str) -> None:
@@ -375,6 +418,26 @@ def _read_environment_once(session: requests.Session, url: str) -> None:
     if bundle and session.verify is True:
         session.verify = bundle
     session.trust_env = False
+
+
+def _read_capped(response: requests.Response) -> tuple[bytes, int]:
+    """The body of ``response``, read up to its cap: (bytes, 0), or (the first bytes,
+    the cap) when the answer is longer; then the rest is never read, and the connection
+    is closed rather than pooled."""
+    if response.raw is None:  # built in memory (a stub, a replay): nothing to stream
+        return response.content, 0
+    cap = MAX_ANSWER_BYTES if response.status_code < 300 else MAX_ERROR_BYTES
+    chunks: list[bytes] = []
+    size = 0
+    try:
+        for chunk in response.iter_content(_CHUNK):
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > cap:
+                return b"".join(chunks)[:cap], cap
+    finally:
+        response.close()  # back to the pool when read to the end, else closed
+    return b"".join(chunks), 0
 
 
 def _short(exc: BaseException) -> str:

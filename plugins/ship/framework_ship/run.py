@@ -5,13 +5,16 @@ dedupe-key order (bounded memory: the store pages them, the side index answers "
 delivered?" per key), decide per item (ship / skip / hold), group items into units of
 ``batch_size``, hand units to a thread pool of ``concurrency`` deliverers (never two
 in-flight deliveries of one key), count final outcomes, trip the error-rate breaker,
-honour ``--max-items`` and SIGINT/SIGTERM (the first lets what is in flight finish and
-names it, a second aborts the wait), append ``ship_started``/``ship_finished`` to
-``events.jsonl`` and print a summary; a run that rejected anything ends in
-:class:`Rejected` (exit 4). Everything it prints or stores passes one
-:class:`~framework_ship.mask.Masker`. The verdict of the run is its return (drained) or
-a raised :class:`Checkpoint` / :class:`Halted`; it never calls ``sys.exit``.
-HTTP, retries and the log format belong to :mod:`client`, :mod:`deliver`, :mod:`shiplog`.
+honour ``--max-items`` and SIGINT/SIGTERM (the first lets what is in flight finish
+within the stop grace and names it, a second aborts the wait), append
+``ship_started``/``ship_finished`` to ``events.jsonl`` and print a summary; a run that
+rejected anything ends in :class:`Rejected` (exit 4). Everything it prints or stores
+passes one :class:`~framework_ship.mask.Masker`, and everything it prints passes
+:func:`framework.terminal.printable` (keys and a server's texts are not ours: no
+control character of theirs reaches the terminal). The verdict of the run is its
+return (drained) or a raised :class:`Checkpoint` / :class:`Halted`; it never calls
+``sys.exit``. HTTP, retries and the log format belong to :mod:`client`, :mod:`deliver`,
+:mod:`shiplog`.
 """
 
 from __future__ import annotations
@@ -31,9 +34,10 @@ from urllib.parse import urlsplit
 
 from framework import progress
 from framework.errors import Checkpoint, FrameworkError, Halted, UsageError
+from framework.terminal import printable
 from framework.workspace import StoredItem, Workspace, utc_now
 from framework_ship.classify import Outcome
-from framework_ship.client import IngestClient
+from framework_ship.client import IngestClient, items_url
 from framework_ship.deadline import Deadline, host_of
 from framework_ship.deliver import Aborted, Deliverer, Interrupted, UnitResult
 from framework_ship.index import SUCCESS, Latest, ShipIndex, digest
@@ -48,6 +52,9 @@ DEFAULT_BATCH_SIZE = 250
 DECIDE_CHUNK = 500  # items per index query; bounded memory, few round trips
 _SHOWN_REJECTIONS = 5  # rejections named on stderr at the end of a run
 OUTCOME_ORDER = ("accepted", "updated", "duplicate", "skipped", "rejected", "error")
+# What requests in flight get at a stop before they are abandoned (the crawl's
+# FRAMEWORK_STOP_GRACE default, framework.crawl.stopping.GRACE_S).
+STOP_GRACE_S = 5.0
 
 
 class Rejected(Halted):
@@ -69,6 +76,7 @@ class ShipOptions:
     max_error_rate: float = 0.5
     error_window: int = 50
     policy: RetryPolicy = field(default_factory=RetryPolicy)
+    stop_grace: float = STOP_GRACE_S
 
     def __post_init__(self) -> None:
         if self.batch_size < 1:
@@ -83,6 +91,8 @@ class ShipOptions:
             raise UsageError("--max-error-rate is a fraction in (0, 1]")
         if self.error_window < 1:
             raise UsageError("--error-window must be at least 1")
+        if self.stop_grace < 0:
+            raise UsageError("--stop-grace must not be negative")
 
 
 @dataclass
@@ -198,8 +208,10 @@ class Shipper:
         # the Authorization header back in any text it answers.
         self.mask = Masker([token, signing_secret])
         raw_notice = notice or (lambda message: print(message, file=sys.stderr))
-        self.echo: Callable[[str], None] = lambda line: echo(self.mask(line))
-        self.notice: Callable[[str], None] = lambda message: raw_notice(self.mask(message))
+        self.echo: Callable[[str], None] = lambda line: echo(printable(self.mask(line)))
+        self.notice: Callable[[str], None] = lambda message: raw_notice(
+            printable(self.mask(message))
+        )
         self.summary: ShipSummary | None = None  # the last run's, also when it raised
         self._client: IngestClient | None = None  # while a run sends
         self._aborting = False
@@ -243,7 +255,7 @@ class Shipper:
             kind = "items" if self.options.include_incomplete else "complete items"
             self.notice(
                 f"--only: {len(wanted)} keys are not among the workspace's {kind}: "
-                + ", ".join(sorted(wanted)[:10])
+                + ", ".join(printable(k, keep="") for k in sorted(wanted)[:10])
                 + (" ..." if len(wanted) > 10 else "")
             )
 
@@ -260,21 +272,25 @@ class Shipper:
     def dry_run(self) -> ShipSummary:
         started = time.monotonic()
         summary = ShipSummary(reason="dry run: nothing sent, nothing written")
+        self.echo(f"endpoint {_shown_endpoint(self.options.endpoint)}")
         with self._open_index(readonly=True) as index:
             would = 0
             for item, ship, why in self._decided(index):
+                # The key is the site's: on its line, a newline too would forge the next.
+                key = printable(item.dedupe_key, keep="")
                 if ship and self.options.max_items is not None and would >= self.options.max_items:
-                    self.echo(f"stop     {item.dedupe_key}  (--max-items {self.options.max_items})")
+                    self.echo(f"stop     {key}  (--max-items {self.options.max_items})")
                     break
                 if ship:
                     would += 1
-                    self.echo(f"ship     {item.dedupe_key}  {item.content_hash[:19]}  ({why})")
+                    shown_hash = printable(item.content_hash[:19], keep="")
+                    self.echo(f"ship     {key}  {shown_hash}  ({why})")
                 elif "held" in why:
                     summary.held += 1
-                    self.echo(f"hold     {item.dedupe_key}  ({why})")
+                    self.echo(f"hold     {key}  ({why})")
                 else:
                     summary.counts[Outcome.SKIPPED] += 1
-                    self.echo(f"skip     {item.dedupe_key}  ({why})")
+                    self.echo(f"skip     {key}  ({why})")
         summary.elapsed = time.monotonic() - started
         self.echo(
             f"dry run: {would} would ship, {summary.counts['skipped']} skipped, "
@@ -351,8 +367,9 @@ class Shipper:
         index.set_last_run({"time": utc_now(), "endpoint_host": host, **summary.as_dict()})
 
     def _on_signal(self, signum: int, frame: Any) -> None:
-        """First SIGINT/SIGTERM: start nothing new, let what is in flight finish and be
-        logged, and say what the run waits for. Second: abort the wait at once."""
+        """First SIGINT/SIGTERM: start nothing new, give what is in flight the stop grace
+        to finish (then it is abandoned), log it either way, and say what the run waits
+        for. Second: abort the wait at once."""
         name = signal.Signals(signum).name
         if self._aborting:
             return  # the abort is recording what it can
@@ -366,6 +383,8 @@ class Shipper:
             )
         self.stop_reason = f"interrupted ({name})"
         self.stop.set()
+        if self._client is not None:
+            self._client.stop_within(self.options.stop_grace)
         self.notice(self._waiting_notice(name))
 
     def _waiting_notice(self, name: str) -> str:
@@ -377,11 +396,17 @@ class Shipper:
             )
         path, so_far, items = max(waiting, key=lambda w: w[1])
         others = f" (and {len(waiting) - 1} more requests)" if len(waiting) > 1 else ""
+        timeout, grace = self.options.timeout, self.options.stop_grace
+        left = max(0.0, timeout - so_far)
+        if left < grace:
+            bound = f"its --timeout ends it within {left:.0f} s"
+        else:
+            bound = f"it gets {grace:g} s more (--stop-grace), then it is abandoned"
         return (
             f"interrupted ({name}): waiting for the answer to POST {path} "
-            f"({items} item{'s' if items != 1 else ''}, {so_far:.0f} s so far{others}; the "
-            f"read timeout is --timeout {self.options.timeout:g} s); it will be logged, "
-            f"then the run stops; {name} again to abort at once"
+            f"({items} item{'s' if items != 1 else ''}, {so_far:.0f} s so far{others}, "
+            f"--timeout {timeout:g} s); {bound}; logged either way, then the run stops; "
+            f"{name} again to abort at once"
         )
 
     def _install_signals(self) -> dict[int, Any]:
@@ -476,7 +501,10 @@ class Shipper:
         rejected = summary.counts.get(Outcome.REJECTED, 0)
         if rejected:
             for key, detail in list(self._rejected.items())[:_SHOWN_REJECTIONS]:
-                self.notice(f"rejected {key}: {detail or '(no detail)'}")
+                self.notice(
+                    f"rejected {printable(key, keep='')}: "
+                    f"{printable(detail or '(no detail)', keep='')}"
+                )
             where = (
                 f'their answers are the lines with outcome "rejected" in '
                 f"{self._log_place()}; --dry-run lists them as hold; after a fix, "
@@ -491,8 +519,9 @@ class Shipper:
             else:
                 self.notice(f"{rejected} items rejected this run: {where}")
         if stop_error is not None:
-            # The CLI prints it and events.jsonl keeps it: the masked text only.
-            stop_error.args = (self.mask(str(stop_error)),)
+            # The CLI prints it and events.jsonl keeps it: the masked text only, and
+            # nothing in it (a server's text) a terminal would obey.
+            stop_error.args = (printable(self.mask(str(stop_error)), keep=""),)
             summary.reason = str(stop_error)
             summary.exit_code = stop_error.exit_code
         return stop_error
@@ -721,6 +750,19 @@ def _rank(error: FrameworkError | None) -> int:
     if isinstance(error, Interrupted):
         return 1
     return 2
+
+
+def _shown_endpoint(endpoint: str) -> str:
+    """Where a run would send, as a dry run names it: the items URL, no credentials."""
+    if not endpoint:
+        return (
+            "(none: a real run needs --endpoint, ship.endpoint in the job spec or "
+            "$FRAMEWORK_SHIP_ENDPOINT)"
+        )
+    try:
+        return items_url(endpoint)
+    except ValueError:
+        return _safe_endpoint(endpoint)
 
 
 def _safe_endpoint(endpoint: str) -> str:

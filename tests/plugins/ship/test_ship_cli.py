@@ -365,7 +365,8 @@ def test_ctrl_c_against_a_hung_endpoint_says_what_it_waits_for_and_twice_aborts(
     fault_endpoint.script(path, Fault(kind="hang"))
     proc = procs.popen(
         [FRAMEWORK, "ship", "job", "--workspace", str(ws.path), "--endpoint",
-         fault_endpoint.url, "--batch-size", batch_size, "--timeout", "600"],
+         fault_endpoint.url, "--batch-size", batch_size, "--timeout", "600",
+         "--stop-grace", "300"],  # the second Ctrl-C ends the wait, not the grace
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -389,6 +390,7 @@ def test_ctrl_c_against_a_hung_endpoint_says_what_it_waits_for_and_twice_aborts(
     items = "1 item" if batch_size == "1" else "5 items"
     assert f"POST {path} ({items}," in notice
     assert "--timeout 600 s" in notice
+    assert "it gets 300 s more (--stop-grace), then it is abandoned" in notice
     assert "SIGINT again to abort at once" in notice
     assert proc.poll() is None  # the first Ctrl-C waits for the answer
     proc.send_signal(signal.SIGINT)
