@@ -3,7 +3,9 @@
 Owns the comparison of a candidate record with the last accepted version of its key
 (the stored item): ``max_change`` (``"50%"`` of the old value, or an absolute amount) on
 numbers and prices, ``frozen: true`` on any field, and a value that vanished (the old
-one had a value, the candidate has none) on every field with a limit. A candidate over
+one had a value, the candidate has none) on every field with a limit. A price whose
+currency changed is beyond any ``max_change`` (``$10`` -> ``€10`` is no move of 0 %):
+its rule is ``currency``. A candidate over
 a limit is held as ``review_required`` by the crawl (framework/workspace/holds.py) until
 ``framework review`` accepts or rejects it. Pure: no I/O, no workspace.
 """
@@ -49,6 +51,12 @@ class _Limit:
             return None
         if self.frozen:
             return "frozen"
+        if (
+            isinstance(old, dict)
+            and isinstance(new, dict)
+            and old.get("currency") != new.get("currency")
+        ):
+            return "currency"  # amounts in two currencies say nothing of each other
         a, b = _number(old), _number(new)
         if a is None or b is None:
             return None
@@ -77,11 +85,18 @@ class ChangeLimits:
 
     def breaches(self, old: Mapping[str, Any], new: Mapping[str, Any]) -> list[dict[str, Any]]:
         """Every limit ``new`` breaks against ``old``, in field order: ``{"rule":
-        "max_change" | "frozen" | "vanished", "field", "value": new, "was": old}``."""
+        "max_change" | "currency" | "frozen" | "vanished", "field", "value": new, "was":
+        old}``; a ``currency`` breach says which in ``reason``."""
         out: list[dict[str, Any]] = []
         for name, limit in self._limits.items():
             was, value = old.get(name), new.get(name)
             rule = limit.broken(was, value)
             if rule is not None:
-                out.append({"rule": rule, "field": name, "value": value, "was": was})
+                breach = {"rule": rule, "field": name, "value": value, "was": was}
+                if rule == "currency":
+                    old_cur, new_cur = (
+                        v.get("currency") if isinstance(v, dict) else None for v in (was, value)
+                    )
+                    breach["reason"] = f"the currency changed from {old_cur!r} to {new_cur!r}"
+                out.append(breach)
         return out

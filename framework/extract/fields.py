@@ -37,7 +37,13 @@ from lxml import etree
 from parsel import Selector
 from parsel.csstranslator import HTMLTranslator
 
-from framework.extract.convert import CONVERTERS, ConversionError, ConvertContext, Normaliser
+from framework.extract.convert import (
+    CONVERTERS,
+    ConversionError,
+    ConvertContext,
+    Normaliser,
+    date_order_of,
+)
 from framework.extract.embedded import EmbeddedDoc, EmbeddedError, RecordSource
 from framework.extract.patterns import (
     EXSLT_REGEXP_FUNCTIONS,
@@ -817,10 +823,17 @@ class CompiledField:
         type_name = spec.type.value
         self._convert = None if type_name == "string" else CONVERTERS[type_name]
         self._needs_base = type_name == "url"
+        field_languages = spec.languages or languages  # the field's own, else the job's
         self._ctx = ConvertContext(
             date_format=spec.date_format,
             absolute=spec.absolute,
-            languages=spec.languages or languages,  # the field's own, else the job's
+            languages=field_languages,
+            date_order=date_order_of(spec.date_order, field_languages)
+            if type_name in ("date", "datetime")
+            else None,
+            magnitude=spec.magnitude,
+            pick=spec.pick,
+            free=spec.free,
         )
         self._child: FieldExtractor | None = None
         self._each_xp: etree.XPath | None = None
@@ -851,27 +864,40 @@ class CompiledField:
         return self._convert(value, ctx)
 
     def run(self, scope: Scope) -> tuple[int, Any, int]:
-        """(FOUND, value, source index) | (NOTHING, None, -1) | (FAILED, message, index)."""
+        """(FOUND, value, source index) | (NOTHING, None, -1) | (FAILED, message, index).
+
+        A source whose value fails the type or breaks a rule gives way to the next one
+        (the page changed what the first source finds: a fallback, reported as drift
+        like any other); when none gives a right value the first failure stands: its
+        error (FAILED), or its value with the rule it breaks (FOUND, kept as invalid)."""
         if self._child is not None:
             return self._rows(scope)
         norm = self.norm
+        failed: tuple[int, Any, int] | None = None
         for index, source in enumerate(self.sources):
             if self.many:
                 raw = source.all(scope, norm)
                 if not raw:
                     continue
                 try:
-                    return FOUND, [self._convert_one(v, scope.url) for v in raw], index
+                    value = [self._convert_one(v, scope.url) for v in raw]
                 except ConversionError as exc:
-                    return FAILED, str(exc), index
-            value = source.first(scope, norm)
-            if value is None or value == "":
+                    failed = failed or (FAILED, str(exc), index)
+                    continue
+            else:
+                value = source.first(scope, norm)
+                if value is None or value == "":
+                    continue
+                try:
+                    value = self._convert_one(value, scope.url)
+                except ConversionError as exc:
+                    failed = failed or (FAILED, str(exc), index)
+                    continue
+            if self.rules is not None and self.rules.check(value, self.many) is not None:
+                failed = failed or (FOUND, value, index)
                 continue
-            try:
-                return FOUND, self._convert_one(value, scope.url), index
-            except ConversionError as exc:
-                return FAILED, str(exc), index
-        return NOTHING, None, -1
+            return FOUND, value, index
+        return failed or (NOTHING, None, -1)
 
     def _rows(self, scope: Scope) -> tuple[int, Any, int]:
         child = self._child

@@ -191,6 +191,15 @@ class FieldSpec(_Strict):
     # date/datetime: dateparser's languages for dates the fixed forms miss ("12 Januari
     # 2024" with [id]); empty: the job's `languages`
     languages: tuple[str, ...] = ()
+    # date/datetime: the order numeric dates are written in (12/01/2024); default: the
+    # one the languages agree on, else day first (framework/extract/convert.py)
+    date_order: Literal["DMY", "MDY", "YMD"] | None = None
+    # number/integer/price: "63K", "1.2M", "2bn", "3 million" are read (else they fail)
+    magnitude: bool = False
+    # number/integer/price: which number of a range or a was/now text ("$20, now $15")
+    pick: Literal["first", "last", "min", "max"] | None = None
+    # price: the amount of a text that says "free" (0); unset, such a text fails
+    free: int | float | None = None
     min: float | None = None
     max: float | None = None
     # rules on the converted value (a `many` field: on each value); a record that breaks
