@@ -9,6 +9,7 @@ never calls ``sys.exit``::
     |   +-- SpecError                 exit 2  invalid spec: ``file:line:col: what; expected what``
     |   +-- JobNotFound               exit 2  no ``projects/<job>/job.yaml`` of that name
     |   +-- WorkspaceError            exit 2  workspace missing, unreadable or of another schema
+    |       +-- StoredPageDamaged     exit 2  a stored page is damaged (a reparse: a row error)
     +-- Checkpoint                    exit 3  benign stop: run again later
     |   +-- LockHeld                  exit 3  another process holds the workspace/shipper lock
     +-- Halted                        exit 4  a breaker tripped: a human must look
@@ -71,6 +72,12 @@ class JobNotFound(UsageError):
 
 class WorkspaceError(UsageError):
     """The workspace is missing, unreadable, or written by an incompatible schema."""
+
+
+class StoredPageDamaged(WorkspaceError):
+    """A page kept in the workspace does not decompress (a torn or garbled body). A
+    reparse makes it that row's ``damaged`` error and goes on; the crawl fetches it
+    again."""
 
 
 class Checkpoint(FrameworkError):

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from framework.errors import FrameworkError, UsageError
+from framework.files import PRIVATE_FILE
 from framework.workspace import StoredItem, Workspace
 
 __all__ = ["FORMATS", "ExportResult", "export_items", "feed_settings", "format_of", "item_dict"]
@@ -116,10 +117,10 @@ def export_items(
     """Write the workspace's items to ``target`` (``-``: stdout). A file is replaced
     whole and only once complete (written beside it, then renamed), so a reader never
     sees half an export and an interrupted export leaves the old file. Missing folders
-    are created (as a crawl's ``-o`` does); the file gets the mode the old one had, or
-    the umask's. A path that cannot be written is a :class:`UsageError`, a write that
-    fails midway (a full disk) a :class:`FrameworkError`: one line each, the old file
-    left as it was."""
+    are created (as a crawl's ``-o`` does); the file gets the mode the old one had, or,
+    new, 0600 (its items come from logged-in pages). A path that cannot be written is a
+    :class:`UsageError`, a write that fails midway (a full disk) a
+    :class:`FrameworkError`: one line each, the old file left as it was."""
     fmt = format_of(target, fmt)
     cutoff = since_filter(since) if since is not None else None
     with Workspace.open(workspace, create=False, readonly=True) as ws:
@@ -141,7 +142,8 @@ def export_items(
             raise UsageError(f"cannot write {target!r}: {exc.strerror or exc}") from None
         try:
             with os.fdopen(fd, "wb") as fh:
-                # mkstemp's file is private (0600): the export is an ordinary file
+                # mkstemp's file is private (0600); one that replaces another keeps
+                # the mode its owner gave it
                 os.fchmod(fh.fileno(), _mode(path))
                 n = _write(fh, fmt, _selected(ws, only_complete, cutoff), fields, keep_formulas)
                 fh.flush()
@@ -160,14 +162,13 @@ def export_items(
 
 
 def _mode(path: Path) -> int:
-    """The permission bits of the file that ``path`` replaces, or those a new file gets
-    under the process's umask."""
+    """The permission bits of the file that ``path`` replaces, or, for a new one, the
+    owner's only (0600): whatever the umask, exported items stay as private as the
+    workspace they come from."""
     try:
         return path.stat().st_mode & 0o7777
     except OSError:
-        mask = os.umask(0)  # read by setting it back at once: no other thread makes files
-        os.umask(mask)
-        return 0o666 & ~mask
+        return PRIVATE_FILE
 
 
 def _columns(ws: Workspace, only_complete: bool, since: str | None) -> list[str]:

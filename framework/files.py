@@ -5,7 +5,9 @@ DIR`` on a copied folder is a documented route). A symlink planted there under t
 name of a log or a lock would have the framework append site-chosen lines to, or
 truncate, whatever it points at (a shell's rc file, say). Every log and lock is opened
 with ``O_NOFOLLOW``, and the SQLite state files, which SQLite opens itself, are checked
-before it does. New files are private to their owner (0600): they hold logged-in pages.
+before it does. New files are private to their owner (0600), and new folders too
+(0700): they hold logged-in pages. What exists already keeps its mode (the owner's
+choice), whatever the umask would give a new one.
 """
 
 from __future__ import annotations
@@ -17,7 +19,18 @@ from pathlib import Path
 
 from framework.errors import WorkspaceError
 
-__all__ = ["link_refused", "open_nofollow", "refuse_links"]
+__all__ = [
+    "PRIVATE_DIR",
+    "PRIVATE_FILE",
+    "create_private",
+    "link_refused",
+    "make_private_dir",
+    "open_nofollow",
+    "refuse_links",
+]
+
+PRIVATE_FILE = 0o600
+PRIVATE_DIR = 0o700
 
 
 def link_refused(path: str | os.PathLike[str]) -> WorkspaceError:
@@ -27,7 +40,7 @@ def link_refused(path: str | os.PathLike[str]) -> WorkspaceError:
     )
 
 
-def open_nofollow(path: str | os.PathLike[str], flags: int, mode: int = 0o600) -> int:
+def open_nofollow(path: str | os.PathLike[str], flags: int, mode: int = PRIVATE_FILE) -> int:
     """``os.open(path, flags, mode)`` that refuses a symlink as the last component."""
     try:
         return os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
@@ -43,3 +56,19 @@ def refuse_links(folder: Path, names: Iterable[str]) -> None:
     for name in names:
         if (folder / name).is_symlink():
             raise link_refused(folder / name)
+
+
+def make_private_dir(folder: Path) -> None:
+    """``folder`` (and missing parents) made; the folder itself, when new, 0700."""
+    folder.mkdir(parents=True, exist_ok=True, mode=PRIVATE_DIR)
+
+
+def create_private(path: Path) -> None:
+    """``path`` made an empty 0600 file when missing (never through a link), so that a
+    library that creates it otherwise (SQLite: 0644 under the usual umask, and its
+    ``-wal``/``-shm`` files take the database's mode) finds it private."""
+    try:
+        fd = open_nofollow(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+    except (FileExistsError, FileNotFoundError):  # a missing folder: the library says so
+        return
+    os.close(fd)

@@ -218,15 +218,13 @@ def test_export_of_a_missing_workspace_is_a_usage_error(tmp_path):
 
 @pytest.mark.process
 def test_the_export_file_is_an_ordinary_file_where_asked(crawled, tmp_path):
-    """Missing folders are made (as a crawl's -o makes them); the file's mode is the
-    umask's (the temporary file it is written as is private), or the one of the file it
-    replaces; a folder, or a path under a file, is one line and exit 2."""
+    """Missing folders are made (as a crawl's -o makes them); a new file is private
+    (0600: its items come from logged-in pages), one that replaces another keeps that
+    one's mode; a folder, or a path under a file, is one line and exit 2."""
     target = tmp_path / "a" / "b" / "items.jsonl"
     r = _export(crawled, "-o", str(target))
     assert r.returncode == 0, r.stderr
-    mask = os.umask(0)
-    os.umask(mask)
-    assert stat.S_IMODE(target.stat().st_mode) == 0o666 & ~mask
+    assert stat.S_IMODE(target.stat().st_mode) == 0o600
     assert len(target.read_text().splitlines()) == len(workspace_items(crawled["ws"]))
     target.chmod(0o640)
     r = _export(crawled, "-o", str(target))

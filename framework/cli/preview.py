@@ -14,6 +14,7 @@ import click
 
 from framework.errors import UsageError
 from framework.project import find_root, resolve_job
+from framework.terminal import printable
 
 VALUE_WIDTH = 60
 
@@ -83,9 +84,11 @@ def preview(
     carry = dict(_carry(item) for item in carried)
     report = pv.explain(spec, kind, response, origin=origin, mask=secrets.mask_value, carry=carry)
     if as_json:
-        click.echo(json.dumps(report.as_dict(), ensure_ascii=False, indent=2, default=str))
+        text = json.dumps(report.as_dict(), ensure_ascii=False, indent=2, default=str)
+        click.echo(json_printable(text))
     else:
-        click.echo(render(report))
+        # the page chose most of what is shown (keys, values, URLs, notes): see printable
+        click.echo(printable(render(report)))
         quiet = report.tab_value is not None or report.error or not report.reads_records
         if not report.matched and not quiet:
             others = [k for k in pv.kinds_of(spec) if k != kind]
@@ -121,8 +124,8 @@ def render(report: Any) -> str:
     n = len(report.records)
     for rec in report.records:
         head = f"record {rec.index + 1} of {n}"
-        if rec.dedupe_key:
-            head += f": {rec.dedupe_key}"
+        if rec.dedupe_key:  # the site's id: one line, whatever it holds
+            head += f": {printable(rec.dedupe_key, keep='')}"
         if rec.missing:
             head += f"  DROPPED: missing required {', '.join(rec.missing)}"
         elif rec.stored:
@@ -135,7 +138,7 @@ def render(report: Any) -> str:
             lines.append(f"  {t.name:<{width}}  {_trace(t)}")
         for f, why in rec.errors:
             if "[" in f:  # a nested row's field; the top-level ones are shown above
-                lines.append(f"  {f}: {why}")
+                lines.append(f"  {printable(f, keep='')}: {printable(why, keep='')}")
         for tab in rec.subtabs:
             body = f"  body {tab['body']}" if tab["body"] else ""
             lines.append(f"  -> {tab['method']} {tab['url']}  ({tab['kind']}){body}")
@@ -176,6 +179,28 @@ def render(report: Any) -> str:
     for why, count in sorted(report.refused.items()):
         lines.append(f"refused links ({why}): {count}")
     return "\n".join(lines)
+
+
+# What JSON leaves as it is and a terminal obeys: the C1 controls (0x9b is a one-byte
+# CSI on some terminals) and the bidirectional marks; JSON escapes the C0 ones itself.
+# Only strings can hold them, so their \u escapes keep the document the same JSON.
+_JSON_UNSAFE = {
+    c: f"\\u{c:04x}"
+    for c in (
+        *range(0x7F, 0xA0),
+        0x061C,
+        0x200E,
+        0x200F,
+        *range(0x202A, 0x202F),
+        *range(0x2066, 0x206A),
+    )
+}
+
+
+def json_printable(text: str) -> str:
+    """A JSON document as json.dumps(ensure_ascii=False) wrote it, safe on a terminal
+    and equal as JSON: what a terminal obeys is written as ``\\u`` escapes."""
+    return text if text.isascii() else text.translate(_JSON_UNSAFE)
 
 
 def _trace(t: Any) -> str:

@@ -105,6 +105,12 @@ def reparse(job: str, workspace: str | None, processes: str, every_kind: bool, q
             f"{spec.name}: the spec extracts nothing from the stored pages (see the warnings"
             " and `framework status`); if that is expected, say `expect_empty: true`"
         )
+    if c.get("damaged"):
+        raise Halted(
+            f"{spec.name}: damaged pages in the workspace ({counted(c['damaged'], 'stored page')}"
+            " that do not decompress): their rows are `damaged` errors and the other pages "
+            f"were read; `framework crawl {spec.name}` fetches them again"
+        )
     if c["newly_failed"]:
         raise Halted(
             f"{spec.name}: {counted(c['newly_failed'], 'stored page')} that were read before "

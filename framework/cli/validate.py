@@ -1,7 +1,10 @@
 """``framework validate``: check spec files before any request is made.
 
 Prints ``ok <file>`` per valid spec on stdout; every problem of the invalid ones goes
-out through the raised :class:`SpecError` (the CLI root prints it and exits 2).
+out through the raised :class:`SpecError` (the CLI root prints it and exits 2). A valid
+spec whose start URLs are on loopback, private or link-local addresses gets a
+``note: file:line:col: ...`` line per URL on stderr (still exit 0): allowed, but said;
+said only when every spec checked is valid, after the problems would have been.
 
 Besides each spec on its own, it checks the jobs against each other across
 ``projects/``: two jobs with the same ``source_type`` write the same dedupe keys
@@ -12,13 +15,19 @@ purpose (``key: {shared: true}``).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
 
 import click
 
 from framework.errors import SpecError, SpecProblem
 from framework.project import find_root, job_files, resolve_job
+
+if TYPE_CHECKING:
+    from framework.spec.load import Document
 
 
 @dataclass(frozen=True)
@@ -38,10 +47,11 @@ def validate(targets: tuple[str, ...]) -> None:
     problem. Jobs under projects/ that share a source_type (and so write the same dedupe
     keys) are refused unless each says `key: {shared: true}`.
     """
-    from framework.spec import load_spec
+    from framework.spec import load_spec_document
 
     root = find_root()
     problems: list[SpecProblem] = []
+    notes: list[SpecProblem] = []
     files: list[Path]
     if targets:
         files = [_shown(resolve_job(t, root), typed=t) for t in targets]
@@ -51,14 +61,46 @@ def validate(targets: tuple[str, ...]) -> None:
             raise click.UsageError(f"no jobs under {root / 'projects'}; name a spec file")
     for path in files:
         try:
-            load_spec(path)
+            spec, doc = load_spec_document(path)
         except SpecError as exc:
             problems.extend(exc.problems)
         else:
             click.echo(f"ok {path}")
+            notes.extend(private_start_notes(spec.start_urls, doc))
     problems.extend(_shared_key_spaces(root, files, every_job=not targets))
     if problems:
-        raise SpecError(problems)
+        raise SpecError(problems)  # what must be fixed comes alone: the notes can wait
+    for note in notes:
+        click.echo(f"note: {note}", err=True)
+
+
+def private_start_notes(urls: Sequence[str], doc: Document) -> list[SpecProblem]:
+    """A note per start URL on a loopback, private or link-local address (an IP
+    literal, or ``localhost``; no name is resolved here): allowed, since the author
+    chose it in plain sight, but its job may then follow addresses of that class."""
+    from framework.crawl.addresses import address_class, literal
+
+    notes: list[SpecProblem] = []
+    for i, url in enumerate(urls):
+        try:
+            host = (urlsplit(url).hostname or "").rstrip(".")
+        except ValueError:
+            continue
+        ip = literal(host)
+        kind = address_class(ip) if ip is not None else None
+        if host == "localhost" or host.endswith(".localhost"):
+            kind = "loopback"  # RFC 6761: always the local host
+        if kind is None:
+            continue
+        notes.append(
+            doc.problem(
+                ("start_urls", i),
+                f"start URL host {host!r} is a {kind} address: the crawl will request it "
+                f"and may follow {kind} addresses from it, on this machine's network "
+                "(docs/operations.md, 'Private addresses')",
+            )
+        )
+    return notes
 
 
 def _shared_key_spaces(root: Path, files: list[Path], *, every_job: bool) -> list[SpecProblem]:

@@ -24,6 +24,13 @@ Scrapy 2.19 marks its class experimental. What this one changes:
   ``verbatim_url`` meta key, also changes the request's fingerprint and stops a
   redirect's ``Location`` being encoded, so it is not used.)
 * **Header lines up to 16 KiB**, as Twisted's client reads them, not aiohttp's 8.
+* **An answer the parser refuses** (too many headers, a line over 16 KiB, a bad status
+  line) is a ``DownloadFailedError`` whose note begins ``invalid HTTP response``: the
+  crawl types it ``invalid_response`` (framework/crawl/failures.py), never a connection
+  failure, since the host did answer.
+* **Names checked once resolved**: the connector's resolver refuses an answer with an
+  address the job may not reach (:mod:`framework.crawl.addresses`), before any
+  connection; the download fails as a ``private_target`` refusal, not a DNS error.
 * **Notes without what they should not carry**: aiohttp's parser quotes the bytes of a
   header it refuses (a ``Set-Cookie``, maybe), and its connect errors the repr of an SSL
   context (a new address each run); the messages keep the reason only.
@@ -56,13 +63,20 @@ from scrapy.exceptions import (
     DownloadTimeoutError,
     UnsupportedURLSchemeError,
 )
+from scrapy.utils.httpobj import urlparse_cached
+
+from framework.crawl.addresses import TARGET_HOST, PrivateAddress, guard_connector, policy_of
+from framework.crawl.safety import refused_error, via_of
 
 if TYPE_CHECKING:
     from scrapy import Request
+    from scrapy.crawler import Crawler
 
 
 #: the longest response header line read, as Twisted's client (LineReceiver.MAX_LENGTH)
 HEADER_LINE_MAX = 16384
+# reasons aiohttp's parser gives in fixed words (others may quote what it choked on)
+_FIXED_REASONS = frozenset({"Too many headers received"})
 
 
 class HttpHandler(AiohttpDownloadHandler):
@@ -71,6 +85,10 @@ class HttpHandler(AiohttpDownloadHandler):
     # chosen this one on purpose and tests it (the module docstring), so it says nothing
     experimental: ClassVar[bool] = False
 
+    def __init__(self, crawler: Crawler) -> None:
+        super().__init__(crawler)
+        guard_connector(self._session.connector, policy_of(crawler))
+
     @asynccontextmanager
     async def _make_request(
         self, request: Request, timeout: float
@@ -78,6 +96,9 @@ class HttpHandler(AiohttpDownloadHandler):
         # Scrapy 2.19's _make_request, line for line, but for the URL (encoded=True)
         # and the header sizes
         proxy = self._extract_proxy_url_with_creds(request)
+        # whose name the resolver checks (addresses.GuardedResolver): this download's
+        # task only, so it is not reset (each download runs in its own task)
+        TARGET_HOST.set((urlparse_cached(request).hostname or "").rstrip(".").lower())
         headers = self._request_headers(request).to_tuple_list()
         url = yarl.URL(request.url, encoded=True)
         try:
@@ -103,6 +124,11 @@ class HttpHandler(AiohttpDownloadHandler):
         except (aiohttp.InvalidUrlClientError, aiohttp.NonHttpUrlClientError) as e:
             raise UnsupportedURLSchemeError(str(e)) from e
         except aiohttp.ClientConnectorDNSError as e:
+            if isinstance(e.os_error, PrivateAddress):
+                why = str(e.os_error)
+                raise refused_error(
+                    "private_target", request.url, frozenset(), via_of(request), why
+                ) from None
             raise CannotResolveHostError(_connect_message(e)) from e
         except aiohttp.ClientConnectorError as e:
             raise DownloadConnectionRefusedError(_connect_message(e)) from e
@@ -131,6 +157,9 @@ def _failed_message(e: aiohttp.ClientError) -> str:
         if isinstance(cause, HttpProcessingError) and type(cause) is not HttpProcessingError:
             if isinstance(cause, LineTooLong):
                 return f"invalid HTTP response: LineTooLong (over {cause.args[1]} bytes)"
+            said = getattr(cause, "message", None)
+            if said in _FIXED_REASONS:  # the parser's own words, no bytes of the answer
+                return f"invalid HTTP response: {type(cause).__name__} ({said.lower()})"
             return f"invalid HTTP response: {type(cause).__name__}"
         cause = cause.__cause__
     return f"invalid HTTP response ({e.status})"

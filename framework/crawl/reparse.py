@@ -68,7 +68,7 @@ from framework.crawl.narrow import Plan as NarrowPlan
 from framework.crawl.narrow import plan as narrow_plan
 from framework.crawl.page import CompiledJob, FieldsOf, PageResult
 from framework.crawl.runtime import CrawlRuntime, Limits, nothing_extracted
-from framework.errors import Checkpoint, UsageError, WorkspaceError
+from framework.errors import Checkpoint, StoredPageDamaged, UsageError, WorkspaceError
 from framework.extract.patterns import Limits as ExtractLimits
 from framework.heap import FrozenHeap
 from framework.settings import default_settings
@@ -320,7 +320,24 @@ class _ParseOnly:
 
 def parse(job: CompiledJob, row: Row, stored: StoredResponse) -> Parsed:
     """The crawl's parse of one stored page (see :class:`_ParseOnly`)."""
-    return _whole(job, row, rebuild(stored))
+    try:
+        return _whole(job, row, rebuild(stored))
+    except StoredPageDamaged as exc:
+        return damaged(row, stored, exc)
+
+
+def damaged(row: Row, stored: StoredResponse, exc: StoredPageDamaged) -> Outcome:
+    """A stored page that does not decompress: that row's ``damaged`` error, and the
+    reparse goes on. Retryable: the next crawl fetches the page again (a reparse adds
+    no attempt), which is what mends it."""
+    return Outcome(
+        row_id=row.id,
+        ok=False,
+        http_status=stored.status,
+        error_kind=ErrorKind.DAMAGED,
+        error=str(exc),
+        retryable=ErrorKind.DAMAGED.retryable,
+    )
 
 
 def _whole(job: CompiledJob, row: Row, response: Response) -> Parsed:
@@ -336,7 +353,10 @@ def parse_page(
 ) -> tuple[Parsed, bool]:
     """A stored page read field by field where its kind and ``item`` (the one linked to
     its row) allow (framework/crawl/narrow.py), else whole; and whether it was narrow."""
-    response = rebuild(stored)
+    try:
+        response = rebuild(stored)
+    except StoredPageDamaged as exc:
+        return damaged(row, stored, exc), False
     narrowing = narrow.get(row.kind)
     if narrowing is not None and row.status is RowStatus.OK and response.status < 400:
         ctx = row.context
@@ -518,6 +538,7 @@ class _Writer:
         self.group: list[tuple[Row, Outcome]] = []
         self.started = 0.0
         self.newly_failed = 0  # ok before, unreadable with this spec
+        self.damaged = 0  # stored pages that do not decompress: their rows' errors
         self.carried: dict[int, dict[Identity, Any]] = {}  # parent row id -> found -> carry
         self.stale: set[int] = set()  # rows dropped: to read again in the next pass
         self.refreshed: set[int] = set()  # rows whose carried values a commit changed
@@ -585,7 +606,9 @@ class _Writer:
                 self.read_ok.add(row.id)
             self.refreshed.update(res.refreshed)
             self.refreshed_ever.update(res.refreshed)
-            if not outcome.ok and row.status is RowStatus.OK:
+            if outcome.error_kind is ErrorKind.DAMAGED:
+                self.damaged += 1  # the workspace's fault, not the spec's
+            elif not outcome.ok and row.status is RowStatus.OK:
                 self.newly_failed += 1
 
     def unlinked(self, ws: Workspace) -> dict[str, Any]:
@@ -757,6 +780,7 @@ def _run(
         "errors": c.errors,
         "errors_by_kind": c.by_error,
         "newly_failed": writer.newly_failed,
+        "damaged": writer.damaged,
         "skipped": skipped,
         "unchanged_kind": tally["unchanged"],
         # pages read field by field (framework/crawl/narrow.py); the others whole

@@ -32,24 +32,22 @@ import hashlib
 import logging
 import math
 import random
-import ssl
 import time
 from collections import Counter, deque
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
-from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from scrapy.http import TextResponse
-from scrapy.utils._compression import _DecompressionMaxSizeExceeded
 from w3lib.url import safe_url_string
 
 from framework.crawl.blocking import REASON_BLOCKED, Block, Detector
 from framework.crawl.changes import ChangeLimits
 from framework.crawl.drift import Drift
+from framework.crawl.failures import HOST_FAILURES, classify_failure
 from framework.crawl.findings import FOUND_NOTHING_EVENT, Findings
 from framework.crawl.fingerprint import kind_fingerprints, kind_sections
 from framework.crawl.group import BATCH, DB_WINDOW_MS, WINDOW_MS, GroupCommit
@@ -108,9 +106,6 @@ REASON_HOST_DOWN = "host_down"
 REASON_DRIFT = "drift"  # --halt-on-drift: a fallback selector gave a record's value
 RESPONSES_BUDGET_MB = 1024.0  # stored (compressed) bodies per workspace; 0: no budget
 NOT_BEFORE_META = deferrals.NOT_BEFORE_META
-# Failures that say the host cannot be reached at all, whatever the URL: they count
-# toward the down-host stop and a stopped outage gives their attempts back.
-HOST_FAILURES = frozenset({ErrorKind.CONNECT, ErrorKind.DNS})
 
 
 @dataclass
@@ -1620,115 +1615,6 @@ def _carry(values: dict[str, Any]) -> dict[str, Any]:
 def workspace_target(jobdir: str) -> str | Path:
     """JOBDIR as a workspace target: a database URL as it is, else a folder."""
     return jobdir if is_database_url(jobdir) else Path(jobdir)
-
-
-def classify_failure(failure: Failure) -> tuple[ErrorKind, str]:
-    """A download failure as a typed note. Names only: no request headers.
-
-    Scrapy 2.19's HTTP download handlers wrap Twisted's errors in Scrapy's own
-    (``scrapy.utils._download_handlers.wrap_twisted_exceptions``: a refusal becomes
-    ``DownloadConnectionRefusedError``, a failed lookup ``CannotResolveHostError``, a
-    dropped connection ``DownloadFailedError``...), while other connect errors still
-    arrive bare; both families are in :func:`_failure_kinds`.
-    """
-    exc = failure.value
-    if exc is None:  # an errback always has one; typed for the checker
-        return ErrorKind.OTHER, "unknown failure"
-    # The crawl's own refusals (schemes, off-site, sizes) say what they are.
-    own = getattr(exc, "error_kind", None)
-    if isinstance(own, ErrorKind):
-        return own, str(exc)
-    name = type(exc).__name__
-    if isinstance(exc.__cause__, _DecompressionMaxSizeExceeded):
-        # HttpCompressionMiddleware's IgnoreRequest for a Content-Encoding (gzip...) body
-        # over DOWNLOAD_MAXSIZE once decoded: a bomb, typed like a body over the size
-        # said as the other size refusals say it (safety.py), not in Scrapy's words
-        cap = getattr(exc.__cause__, "max_size", None)
-        return ErrorKind.PARSE, (
-            f"response larger than DOWNLOAD_MAXSIZE ({cap} bytes) once decompressed "
-            "(its Content-Encoding): page not read"
-        )
-    if _tls_failed(exc):
-        # not a host that is down: a certificate or protocol problem a human must see
-        return ErrorKind.OTHER, f"TLS handshake failed: {_describe(exc)}"
-    for types, kind in _failure_kinds():
-        if isinstance(exc, types):
-            return kind, _describe(exc)
-    if "Timeout" in name:
-        return ErrorKind.TIMEOUT, name
-    return ErrorKind.OTHER, _describe(exc)
-
-
-@cache
-def _failure_kinds() -> tuple[tuple[tuple[type[BaseException], ...], ErrorKind], ...]:
-    """Download exceptions and their kinds, most specific first (a TCP timeout is a
-    ConnectError too, a refusal is a ConnectError too)."""
-    from scrapy import exceptions as sx
-    from scrapy.core.downloader.handlers.http11 import TunnelError
-    from twisted.internet import error as terr
-    from twisted.web.client import ResponseFailed
-
-    return (
-        ((sx.IgnoreRequest,), ErrorKind.HTTP_4XX),
-        ((sx.UnsupportedURLSchemeError,), ErrorKind.SCHEME),
-        ((sx.CannotResolveHostError, terr.DNSLookupError, terr.UnknownHostError), ErrorKind.DNS),
-        (
-            (sx.DownloadTimeoutError, terr.TimeoutError, terr.TCPTimedOutError),
-            ErrorKind.TIMEOUT,
-        ),
-        (
-            (
-                sx.DownloadConnectionRefusedError,
-                sx.DownloadFailedError,  # the connection broke before or during the answer
-                sx.ResponseDataLossError,  # the body was cut short
-                terr.ConnectError,
-                terr.ConnectionLost,
-                terr.ConnectionDone,
-                ResponseFailed,
-                TunnelError,  # a proxy could not reach the host
-            ),
-            ErrorKind.CONNECT,
-        ),
-    )
-
-
-def _causes(exc: BaseException) -> Iterator[BaseException]:
-    """The exception, what it wraps (``raise ... from``) and the reasons of a Twisted
-    ``ResponseFailed`` (a list of Failures)."""
-    seen: set[int] = set()
-    todo = [exc]
-    while todo:
-        cur = todo.pop(0)
-        if id(cur) in seen:
-            continue
-        seen.add(id(cur))
-        yield cur
-        if cur.__cause__ is not None:
-            todo.append(cur.__cause__)
-        for reason in getattr(cur, "reasons", None) or ():
-            value = getattr(reason, "value", None)
-            if isinstance(value, BaseException):
-                todo.append(value)
-
-
-def _tls_failed(exc: BaseException) -> bool:
-    """A TLS error anywhere in the chain: Python's ``ssl`` (the aiohttp client,
-    framework/crawl/http.py) or pyOpenSSL's (Twisted's client, one setting away)."""
-    try:
-        from OpenSSL.SSL import Error as OpenSSLError
-    except ImportError:  # pragma: no cover - pyOpenSSL comes with Scrapy
-        return any(isinstance(c, ssl.SSLError) for c in _causes(exc))
-    return any(isinstance(c, (ssl.SSLError, OpenSSLError)) for c in _causes(exc))
-
-
-def _describe(exc: BaseException) -> str:
-    """``Name: message``; for a wrapped ``ResponseFailed`` (whose str is a list of Failure
-    reprs) the names and messages of its reasons instead."""
-    reasons = [c for c in _causes(exc) if c is not exc and not getattr(c, "reasons", None)]
-    text = str(exc)
-    if reasons and (not text or text.startswith("[<")):
-        text = "; ".join(f"{type(r).__name__}: {r}".rstrip(": ") for r in reasons[:3])
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 async def _wait(deferred: Any) -> None:

@@ -1,4 +1,5 @@
-"""Where the crawler may go: http(s) only, the job's hosts only, on every hop.
+"""Where the crawler may go: http(s) only, the job's hosts only, the addresses its
+start hosts lead to only (:mod:`framework.crawl.addresses`), on every hop.
 
 Every request the framework sends carries ``dont_filter=True`` (the workspace rows are
 the dedupe), which also switches off Scrapy's own offsite filter. This downloader
@@ -6,8 +7,10 @@ middleware takes its place, for every request, whatever made it (a start URL, a 
 sub-tab, robots.txt) and every redirect hop: Scrapy's RedirectMiddleware and
 MetaRefreshMiddleware hand the new request back to the engine, which sends it through
 ``process_request`` again with the row in its meta. A refusal is an exception carrying
-its :class:`~framework.workspace.ErrorKind` (``scheme`` or ``offsite``), which the
-spider's errback records as the row's typed error, naming the target.
+its :class:`~framework.workspace.ErrorKind` (``scheme``, ``offsite`` or
+``private_target``), which the spider's errback records as the row's typed error,
+naming the target. An IP literal is checked here; a name once the HTTP client has
+resolved it (addresses.py); the address a response came from, for other clients.
 
 It also sees what Scrapy would otherwise pass on silently: a 3xx or a meta refresh to a
 scheme Scrapy will not follow comes back as the redirect page itself (which would be
@@ -39,6 +42,7 @@ from scrapy.utils.httpobj import urlparse_cached
 from scrapy.utils.response import get_meta_refresh
 from w3lib.url import safe_url_string
 
+from framework.crawl.addresses import AddressPolicy, policy_of, why_refused
 from framework.workspace import ErrorKind, redact_url
 
 if TYPE_CHECKING:
@@ -75,14 +79,30 @@ def refusal(scheme: str, host: str | None, domains: frozenset[str]) -> str | Non
     return None
 
 
-def url_refusal(url: str, domains: frozenset[str]) -> str | None:
-    """Why ``url`` may not be requested (``"scheme"``/``"offsite"``), or None."""
+def url_refusal(
+    url: str, domains: frozenset[str], policy: AddressPolicy | None = None
+) -> str | None:
+    """Why ``url`` may not be requested (``"scheme"``/``"offsite"``, or, given the job's
+    ``policy``, ``"private_target"`` for an IP literal it may not reach), or None."""
     try:
         parts = urlsplit(url)
         host = parts.hostname
     except ValueError:  # e.g. an unbalanced "[": no host we could check, so none allowed
         return "scheme" if url.partition(":")[0].lower() not in SCHEMES else "offsite"
-    return refusal(parts.scheme, host, domains)
+    why = refusal(parts.scheme, host, domains)
+    if why is None and policy is not None and policy.host_refused(host) is not None:
+        return "private_target"
+    return why
+
+
+def via_of(request: Request) -> str:
+    """How a redirected request was reached (``"302 from http://site/a"``), or ""."""
+    hops = request.meta.get("redirect_urls") or []
+    if not hops:
+        return ""
+    reasons = request.meta.get("redirect_reasons") or []
+    how = reasons[-1] if reasons else "redirect"
+    return f"{how} from {shown(hops[-1])}"
 
 
 def shown(url: str) -> str:
@@ -100,12 +120,17 @@ def spider_domains(spider: object) -> frozenset[str]:
     return frozenset(_domain(d) for d in getattr(spider, "allowed_domains", None) or () if d)
 
 
-def refused_error(why: str, target: str, domains: frozenset[str], via: str = "") -> Refused:
-    """The typed error of a refused ``target`` (``why``: ``"scheme"``/``"offsite"``); its
-    note names the target (masked, bounded) and, when given, how it was reached
-    (``via``: ``"302 from http://site/a"``). Shared by every path that refuses a URL, so
-    the notes read the same whoever made the request (the browser's too)."""
+def refused_error(
+    why: str, target: str, domains: frozenset[str], via: str = "", detail: str = ""
+) -> Refused:
+    """The typed error of a refused ``target`` (``why``: ``"scheme"``/``"offsite"``/
+    ``"private_target"``, whose ``detail`` says which address); its note names the
+    target (masked, bounded) and, when given, how it was reached (``via``: ``"302 from
+    http://site/a"``). Shared by every path that refuses a URL, so the notes read the
+    same whoever made the request (the browser's too)."""
     what = f"{via} to {shown(target)}" if via else shown(target)
+    if why == "private_target":
+        return Refused(ErrorKind.PRIVATE_TARGET, f"refused {what}: {detail}")
     if why == "scheme":
         scheme = target.partition(":")[0].lower()
         return Refused(
@@ -145,6 +170,7 @@ class SafetyMiddleware:
         meta_refresh_ignore_tags: Iterable[str],
         is_closing: Callable[[], bool] = lambda: False,
         domains: Iterable[str] | None = None,
+        policy: AddressPolicy | None = None,
     ) -> None:
         self.maxsize = maxsize
         self.meta_refresh = meta_refresh
@@ -154,7 +180,9 @@ class SafetyMiddleware:
         self.domains: frozenset[str] | None = (
             None if domains is None else frozenset(_domain(d) for d in domains if d)
         )
+        self.policy = policy or AddressPolicy()
         self._allowed_netlocs: set[str] = set()  # "host:port" already found allowed
+        self._allowed_peers: set[str] = set()  # addresses responses came from, allowed
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -165,6 +193,7 @@ class SafetyMiddleware:
             meta_refresh_maxdelay=s.getfloat("METAREFRESH_MAXDELAY"),
             meta_refresh_ignore_tags=s.getlist("METAREFRESH_IGNORE_TAGS"),
             is_closing=lambda: _engine_closing(crawler),
+            policy=policy_of(crawler),
         )
         crawler.signals.connect(mw.spider_opened, signal=signals.spider_opened)
         return mw
@@ -181,19 +210,23 @@ class SafetyMiddleware:
         why = refusal(parts.scheme, parts.hostname, self.domains or frozenset())
         if why is not None:
             raise self._refused(why, request.url, request)
+        private = self.policy.host_refused(parts.hostname)
+        if private is not None:
+            detail = why_refused(parts.hostname or "", *private)
+            raise self._refused("private_target", request.url, request, detail=detail)
         if len(self._allowed_netlocs) < _NETLOCS_KEPT:
             self._allowed_netlocs.add(parts.netloc)
 
-    def _refused(self, why: str, target: str, request: Request, via: str = "") -> Refused:
-        hops = request.meta.get("redirect_urls") or []
-        if not via and hops:
-            reasons = request.meta.get("redirect_reasons") or []
-            how = reasons[-1] if reasons else "redirect"
-            via = f"{how} from {shown(hops[-1])}"
-        return refused_error(why, target, self.domains or frozenset(), via)
+    def _refused(
+        self, why: str, target: str, request: Request, via: str = "", detail: str = ""
+    ) -> Refused:
+        return refused_error(
+            why, target, self.domains or frozenset(), via or via_of(request), detail
+        )
 
     # ----------------------------------------------------------------- responses
     def process_response(self, request: Request, response: Response) -> Response:
+        self._check_peer(request, response)
         # Scrapy's redirect middlewares hand back the redirecting page itself when the
         # target's scheme is not http(s); an http(s) target came back as a new request
         # through process_request instead, so only the scheme is left to check here.
@@ -219,6 +252,25 @@ class SafetyMiddleware:
             ):
                 raise self._refused("scheme", url, request, "meta refresh")
         return response
+
+    def _check_peer(self, request: Request, response: Response) -> None:
+        """The address the answer came from, for clients that resolve names themselves
+        (the default one refuses before connecting: addresses.py). Through a proxy, the
+        address is the proxy's: the URL was checked, the proxy resolved the name."""
+        ip = response.ip_address
+        if ip is None or request.meta.get("proxy"):
+            return
+        key = str(ip)
+        if key in self._allowed_peers:
+            return
+        kind = self.policy.refused(ip)
+        if kind is None:
+            if len(self._allowed_peers) < _NETLOCS_KEPT:
+                self._allowed_peers.add(key)
+            return
+        host = urlparse_cached(request).hostname or key
+        detail = why_refused(host, ip, kind) + "; the answer is not read"
+        raise self._refused("private_target", request.url, request, detail=detail)
 
     # ---------------------------------------------------------------- exceptions
     def process_exception(self, request: Request, exception: Exception) -> Any:

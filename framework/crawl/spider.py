@@ -21,6 +21,7 @@ from scrapy.exceptions import CloseSpider
 from scrapy.http import Request
 from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
 
+from framework.crawl.addresses import address_class_of, policy_of
 from framework.crawl.blocking import MIDDLEWARE, MIDDLEWARE_ORDER, Slots
 from framework.crawl.page import CompiledJob, job_domains
 from framework.crawl.politeness import Abandoned
@@ -28,6 +29,7 @@ from framework.crawl.runtime import REASON_FINISHED, CrawlRuntime, Handled
 from framework.crawl.safety import shown
 from framework.crawl.secrets import Secrets
 from framework.crawl.session import REASON_LOGIN_FAILED, Session
+from framework.crawl.stopping import SignalStop
 from framework.errors import UsageError
 from framework.extract.patterns import Limits
 from framework.plugins import RequestMeta, load_renderer
@@ -92,6 +94,7 @@ class JobSpider(scrapy.Spider):
         except ValueError as exc:
             raise UsageError(str(exc)) from None
         guard.on_refused = spider._on_refused
+        guard.policy = policy_of(crawler)  # resolves the start hosts, once per crawl
         spider._refusals_told = set()
         if crawler.settings.getbool("FRAMEWORK_PARSE_ONLY", False):
             # set by `scrapy parse` (framework.scrapy_commands) and `framework preview`:
@@ -147,6 +150,7 @@ class JobSpider(scrapy.Spider):
         what = {
             "scheme": f"scheme {target!r}",
             "userinfo": f"URLs with user:password@ at {target!r}",
+            "private_target": f"the {address_class_of(target)} address {target!r}",
         }.get(why, f"off-site host {target!r}")
         logger.info(
             "refused links to %s (first: %s); they are counted, not followed", what, shown(url)
@@ -249,6 +253,12 @@ class JobSpider(scrapy.Spider):
     # ----------------------------------------------------------------- responses
     def _on_response(self, response: Response) -> Iterator[Any] | AsyncIterator[Any]:
         row: Row = response.meta["fw_row"]
+        stop = SignalStop.of(self.crawler)
+        if stop is not None and stop.past_grace():
+            # Stopping, and past the grace: reading this page could take the whole
+            # extract budget, and every page downloaded before the stop would too.
+            # Nothing of it is committed, so its row stays pending for the next run.
+            return iter(())
         return self._after_commit(self.runtime.on_response(row, response))
 
     def _on_failure(self, failure: Failure) -> Iterator[Any] | AsyncIterator[Any]:

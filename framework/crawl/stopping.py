@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import time
 import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar, cast
@@ -82,6 +83,7 @@ class SignalStop:
         self.signals = 0
         self.forced: str | None = None  # the reason of a stop that did not wait
         self._timer: Any = None
+        self._first_at: float | None = None  # monotonic time of the first signal
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> SignalStop:
@@ -109,8 +111,20 @@ class SignalStop:
         from twisted.internet import reactor
 
         self.signals += 1
+        if self._first_at is None:
+            self._first_at = time.monotonic()
         step = self._stop if self.signals == 1 else self._abort
         reactor.callFromThread(step, signal_names.get(signum, str(signum)))
+
+    def past_grace(self) -> bool:
+        """True once a stop no longer waits for pages: a second signal, or the grace
+        over. The runtime then reads no more downloaded pages (their rows stay pending).
+        The timer that forces the stop cannot fire while the reactor's thread is busy
+        reading pages one after another (each may take FRAMEWORK_EXTRACT_TIMEOUT of
+        regex work), so the clock is read here instead of waiting for it."""
+        if self.signals == 0 or self._first_at is None:
+            return False
+        return self.signals > 1 or time.monotonic() - self._first_at >= self.grace
 
     def _stop(self, name: str) -> None:
         logger.warning(

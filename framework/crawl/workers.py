@@ -39,7 +39,7 @@ from framework.errors import (
     FrameworkError,
     UsageError,
 )
-from framework.files import open_nofollow
+from framework.files import make_private_dir, open_nofollow
 from framework.workspace import Workspace, deferrals, utc_now
 from framework.workspace.workspace import lock_held
 
@@ -141,7 +141,7 @@ def run_workers(
     from framework.workspace.leases import reset
 
     preflight(jobdir, fresh=fresh)
-    jobdir.mkdir(parents=True, exist_ok=True)
+    make_private_dir(jobdir)  # the workspace: 0700 when new (framework/files.py)
     path = jobdir / "crawl.lock"
     fd = -1
     try:

@@ -32,6 +32,8 @@ from framework.extract.fields import (
     looks_like_xpath,
 )
 from framework.extract.patterns import backtracking_risk
+from framework.spec.checks.rules import rule_problems
+from framework.spec.checks.settings import over_ceiling
 from framework.spec.load import Document, Path_
 from framework.spec.models import KIND_NAME_RE, SOURCE_KEYS, BlockRule, JobSpec, PageKind
 from framework.spec.render import render_problems
@@ -435,6 +437,9 @@ class _Checker:
                 else:
                     if isinstance(pattern, str):
                         self.risk((*path, "replace", i, "pattern"), pattern)
+        languages = self.spec.languages if self.spec is not None else ()
+        for sub, what, expected in rule_problems(raw, type_, languages):
+            self.add((*path, *sub), what, expected)  # rules that can never pass (checks/rules.py)
         default = raw.get("default")
         if default is not None and type_ in CONVERTERS and type_ not in ("string", "url"):
             try:
@@ -640,6 +645,10 @@ class _Checker:
             expected = _type_problem(kind, low, value)
             if expected is not None:
                 self.add(path, f"wrong value for setting '{key}': {value!r}", expected)
+                continue
+            over = over_ceiling(key, value)  # the floors are above, the ceilings there
+            if over is not None:
+                self.add(path, *over)
                 continue
             if kind == "headers":
                 self.headers(path, value, resolved=False)

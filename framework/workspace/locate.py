@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from framework.errors import WorkspaceError
+from framework.files import make_private_dir
 
 STATE_FILE = "state.sqlite"  # as framework.workspace.workspace.STATE_FILE
 PG_SCHEMES = ("postgresql://", "postgres://")
@@ -46,7 +47,7 @@ def open_store(target: str | Path, *, readonly: bool = False, create: bool = Tru
             raise no_workspace(path, state.name)
         if state.parent.exists() and not state.parent.is_dir():
             raise WorkspaceError(f"{state.parent} exists and is not a folder")
-        state.parent.mkdir(parents=True, exist_ok=True)
+        make_private_dir(state.parent)
     return SqliteStore.open(state, readonly=readonly)
 
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, NamedTuple
 
-from framework.errors import WorkspaceError
+from framework.errors import StoredPageDamaged
 
 # 2: the `responses` table (stored page bodies for `framework reparse`); a version 1
 # workspace gains it, empty, the first time a writer opens it.
@@ -44,6 +44,14 @@ class ErrorKind(StrEnum):
     VALIDATION = "validation"
     SCHEME = "scheme"  # a URL whose scheme is not http(s): never requested
     OFFSITE = "offsite"  # a URL (or a redirect hop) outside the job's allowed_domains
+    # a hop from the job's public hosts to a loopback, private or link-local address
+    PRIVATE_TARGET = "private_target"
+    # the page stored in the workspace does not decompress (reparse): fetching it again mends it
+    DAMAGED = "damaged"
+    # the host answered, but not with HTTP the client can read (too many or too long
+    # headers, a bad status line): counts toward max_attempts, never toward "host down"
+    INVALID_RESPONSE = "invalid_response"
+    REDIRECT_LOOP = "redirect_loop"  # more redirects than REDIRECT_MAX_TIMES: final
     OTHER = "other"
 
     @property
@@ -56,6 +64,9 @@ class ErrorKind(StrEnum):
 
 _FINAL_KINDS = frozenset(
     {ErrorKind.HTTP_4XX, ErrorKind.VALIDATION, ErrorKind.PARSE, ErrorKind.SCHEME, ErrorKind.OFFSITE}
+    | {ErrorKind.PRIVATE_TARGET}
+    # a redirect loop leads to the same loop when asked again
+    | {ErrorKind.REDIRECT_LOOP}
 )
 
 
@@ -190,9 +201,10 @@ class StoredResponse:
         """The body as the parser saw it."""
         try:
             return zlib.decompress(self.packed)
-        except zlib.error as exc:
-            raise WorkspaceError(
-                f"the stored response of row {self.row_id} is damaged: {exc}"
+        except (zlib.error, TypeError) as exc:  # TypeError: no body at all (NULL)
+            raise StoredPageDamaged(
+                f"the stored page of row {self.row_id} is damaged ({exc}): it cannot be "
+                "read again; the crawl fetches it again"
             ) from None
 
 

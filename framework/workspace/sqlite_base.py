@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any, Self
 
 from framework.errors import FrameworkError, WorkspaceBroken, WorkspaceError, WorkspaceFull
+from framework.files import create_private
 from framework.workspace.records import SCHEMA_VERSION, ErrorKind, Row, RowStatus, StoredItem
 
 CHUNK = 500  # rows per page of a streaming read, and per multi-row INSERT
@@ -372,6 +373,7 @@ class SqliteBase:
             raise WorkspaceError(f"no workspace state at {store.path}")
         if not readonly:
             _refuse_foreign(store.path)
+            create_private(store.path)  # SQLite would make it 0644 (and its WAL with it)
         try:
             conn = store._conn()
             if readonly:

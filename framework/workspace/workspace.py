@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from framework.errors import LockHeld, WorkspaceError
-from framework.files import open_nofollow, refuse_links
+from framework.files import make_private_dir, open_nofollow, refuse_links
 from framework.workspace.jsonl import JsonlLog
 from framework.workspace.locate import is_database_url, no_workspace
 from framework.workspace.sqlite import SqliteStore, utc_now
@@ -85,7 +85,7 @@ class Workspace:
         else:
             if folder.exists() and not folder.is_dir():
                 raise WorkspaceError(f"{folder} exists and is not a folder")
-            folder.mkdir(parents=True, exist_ok=True)
+            make_private_dir(folder)
         if not readonly:
             # before anything is written: a link is one line now, not a failure at the
             # first log line mid-crawl (O_NOFOLLOW still guards each open, and SQLite,

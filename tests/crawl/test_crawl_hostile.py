@@ -14,14 +14,18 @@ off-site request that the test can count.
 from __future__ import annotations
 
 import json
+import signal
 import sqlite3
+import subprocess
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.fixtures.crawl import events, url_log, workspace_items
+from tests.fixtures import procs
+from tests.fixtures.crawl import CLI, events, url_log, workspace_items
 from tests.fixtures.hostile import HostileServer
 
 EXIT_USAGE = 2
@@ -376,6 +380,71 @@ pages:
     # final, not retried: a second run has nothing to do and cannot hang again
     again = crawl_cli("crawl", str(spec), "--workspace", str(ws), timeout=60)
     assert "nothing to do" in again.stderr
+
+
+@pytest.mark.kill
+@pytest.mark.timeout(240)
+def test_a_stop_does_not_wait_for_every_downloaded_page_to_be_read(
+    hostile_server: Callable[[], HostileServer], tmp_path: Path
+) -> None:
+    """SIGINT while a dozen pages that each take the whole extract budget wait to be
+    read: past the grace, the pages not read yet are left pending (the next run reads
+    them); the crawl used to read every one first, deaf for pages x budget."""
+    site = hostile_server()
+    traps = [f"/trap-{n}" for n in range(12)]
+    site.route("/", _page("".join(f'<a href="{t}">t</a>' for t in traps)))
+    for trap in traps:
+        site.route(trap, _page("<p>" + "a" * 60 + "!</p>"))
+    spec = _write_spec(
+        tmp_path,
+        f"""\
+name: hostile
+source_type: hostile
+start_urls: ["{site.url}/"]
+pages:
+  list:
+    follow: [{{pattern: '/trap-', to: trap}}]
+  trap:
+    id: {{url: '([^/]+)$'}}
+    fields:
+      trap: {{re: '{SLOW}'}}
+""",
+    )
+    ws = tmp_path / "ws"
+    proc = procs.popen(
+        [
+            *CLI,
+            "crawl",
+            str(spec),
+            "--workspace",
+            str(ws),
+            *("-s", "FRAMEWORK_EXTRACT_TIMEOUT=2", "-s", "FRAMEWORK_STOP_GRACE=1"),
+            *("-s", "CONCURRENT_REQUESTS=16", "-L", "WARNING"),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while sum(site.hits(t) for t in traps) < len(traps):
+            assert proc.poll() is None, proc.communicate()[1][-3000:]
+            assert time.monotonic() < deadline, "the trap pages were never all fetched"
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 3, err[-3000:]
+    assert "Traceback" not in err
+    rows = _rows(ws)
+    pending = [t for t in traps if rows[site.url + t]["status"] == "pending"]
+    read = [t for t in traps if rows[site.url + t]["status"] == "error"]
+    assert len(pending) + len(read) == len(traps), rows
+    # within the 1 s grace, a page or two of 2 s of CPU each can be read, not twelve
+    assert len(pending) >= len(traps) - 4, rows
 
 
 @pytest.mark.process

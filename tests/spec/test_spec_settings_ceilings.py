@@ -1,0 +1,119 @@
+"""The ceilings of a spec's settings (framework.spec.checks.settings), through
+``load_spec`` as ``framework validate`` runs it: over one, the problem is at the value's
+``file:line:col`` and says how the operator goes past it; at one, the spec passes."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from framework.errors import SpecError
+from framework.spec import load_spec
+from framework.spec.checks.settings import CEILINGS, UNCAPPED
+from framework.spec.validate import spec_settings
+from tests.paths import REPO
+
+HEAD = """\
+name: cases
+source_type: demo
+start_urls: [http://127.0.0.1:8800/cases]
+detail: {id: "h1::text"}
+"""
+NUMBERS = ("int", "number", "positive")
+
+
+def problems(tmp_path: Path, settings: str) -> list[str]:
+    spec = tmp_path / "job.yaml"
+    spec.write_text(HEAD + settings)
+    try:
+        load_spec(spec)
+    except SpecError as exc:
+        return [f"{p.line}:{p.col}: {p.what}; expected {p.expected}" for p in exc.problems]
+    return []
+
+
+def _value(name: str, factor: float) -> int | float:
+    kind, _low = spec_settings()[name]
+    value = CEILINGS[name].value * factor
+    return int(value) if kind == "int" or float(value).is_integer() else value
+
+
+def test_every_number_a_spec_may_set_has_a_ceiling_or_a_reason() -> None:
+    allowed = spec_settings()
+    numbers = {name for name, (kind, _) in allowed.items() if kind in NUMBERS}
+    # a setting added to the allow-list (or to FRAMEWORK_SETTINGS) without a ceiling
+    # would be one more limit a shared spec can lift
+    assert sorted(numbers - set(CEILINGS) - set(UNCAPPED)) == []
+    # and no ceiling names a setting a spec cannot set (a typo would cap nothing)
+    assert sorted(set(CEILINGS) - numbers) == []
+    assert sorted(set(UNCAPPED) - numbers) == []
+
+
+@pytest.mark.parametrize("name", sorted(CEILINGS))
+def test_a_setting_over_its_ceiling_is_refused_at_its_value(tmp_path: Path, name: str) -> None:
+    value = _value(name, 10)
+    got = problems(tmp_path, f"settings:\n  {name}: {value}\n")
+    col = len(f"  {name}: ") + 1
+    assert got == [
+        f"6:{col}: setting '{name}': {value!r} is over the most a spec may set; expected at "
+        f"most {CEILINGS[name].said()}; past that only the operator: pass `-s {name}=...` on "
+        "the command line or set it in the project's Scrapy settings module"
+    ]
+
+
+def test_every_setting_at_its_ceiling_passes(tmp_path: Path) -> None:
+    lines = "".join(f"  {name}: {_value(name, 1)}\n" for name in sorted(CEILINGS))
+    assert problems(tmp_path, "settings:\n" + lines) == []
+
+
+def test_the_values_that_lifted_every_limit_are_refused(tmp_path: Path) -> None:
+    got = problems(
+        tmp_path,
+        "settings:\n"
+        "  FRAMEWORK_EXTRACT_TIMEOUT: 100000000\n"
+        "  DOWNLOAD_MAXSIZE: 1000000000000000\n"
+        "  FRAMEWORK_MAX_MATCHES: 10000000000\n"
+        "  FRAMEWORK_MAX_MATCH_CHARS: 10000000000\n"
+        "  REDIRECT_MAX_TIMES: 1000000000\n"
+        "  CONCURRENT_REQUESTS: 100000\n",
+    )
+    assert [g.split(" is over")[0] for g in got] == [
+        "6:30: setting 'FRAMEWORK_EXTRACT_TIMEOUT': 100000000",
+        "7:21: setting 'DOWNLOAD_MAXSIZE': 1000000000000000",
+        "8:26: setting 'FRAMEWORK_MAX_MATCHES': 10000000000",
+        "9:30: setting 'FRAMEWORK_MAX_MATCH_CHARS': 10000000000",
+        "10:23: setting 'REDIRECT_MAX_TIMES': 1000000000",
+        "11:24: setting 'CONCURRENT_REQUESTS': 100000",
+    ]
+    assert "expected at most 10 seconds of CPU per page;" in got[0]
+
+
+def test_the_floors_still_hold_under_the_ceilings(tmp_path: Path) -> None:
+    # nothing refused before is let through now: a zero cap, a negative delay, infinity
+    got = problems(
+        tmp_path,
+        "settings:\n"
+        "  DOWNLOAD_MAXSIZE: 0\n"
+        "  DOWNLOAD_DELAY: -1\n"
+        "  FRAMEWORK_EXTRACT_TIMEOUT: .inf\n",
+    )
+    assert [g.split(";")[0] for g in got] == [
+        "6:21: wrong value for setting 'DOWNLOAD_MAXSIZE': 0",
+        "7:19: wrong value for setting 'DOWNLOAD_DELAY': -1",
+        "8:30: wrong value for setting 'FRAMEWORK_EXTRACT_TIMEOUT': inf",
+    ]
+
+
+def test_the_reference_gives_every_ceiling() -> None:
+    text = (REPO / "docs" / "spec-reference.md").read_text(encoding="utf-8")
+    section = text.split("\n## Settings\n", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("|")]
+    for name, ceiling in CEILINGS.items():
+        row = next((r for r in rows if re.search(rf"`{name}`", r)), None)
+        assert row is not None, f"{name} has no row in docs/spec-reference.md"
+        number = (
+            f"{ceiling.value:,.0f}" if float(ceiling.value).is_integer() else f"{ceiling.value:g}"
+        )
+        assert number in row, (name, number, row)
