@@ -41,6 +41,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from framework.crawl.addresses import AddressPolicy, why_refused
 from framework.crawl.safety import shown, url_refusal
 
 if TYPE_CHECKING:
@@ -88,6 +89,9 @@ class BrowserGuard:
         count: Callable[[str], None] = lambda name: None,
     ) -> None:
         self.domains = domains
+        # the job's address rule (None until the spider is open): an IP literal the job
+        # may not reach is refused in the browser as before a plain request
+        self.policy: AddressPolicy | None = None
         self._event = event
         self._count = count
         self._told: set[tuple[str, str]] = set()
@@ -103,7 +107,15 @@ class BrowserGuard:
             return None
         if sep and scheme in _WS:
             url = f"{_WS[scheme]}:{rest}"
-        return url_refusal(url, self.domains or frozenset())
+        return url_refusal(url, self.domains or frozenset(), self.policy)
+
+    def detail(self, why: str, url: str) -> str:
+        """What a ``private_target`` refusal names: the address and its class."""
+        if why != "private_target" or self.policy is None:
+            return ""
+        host = urlsplit(url).hostname or ""
+        found = self.policy.host_refused(host)
+        return why_refused(host, *found) if found is not None else ""
 
     # ----------------------------------------------------------- the four places
     async def abort_request(self, request: PlaywrightRequest) -> bool:

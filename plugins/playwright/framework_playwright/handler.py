@@ -31,6 +31,7 @@ from playwright.async_api import Error as PlaywrightError
 from scrapy import Spider
 from scrapy_playwright.handler import ScrapyPlaywrightDownloadHandler
 
+from framework.crawl.addresses import policy_of
 from framework.crawl.safety import refused_error, shown, spider_domains
 from framework_playwright.actions import navigation_failure
 from framework_playwright.browser import find_chromium
@@ -96,6 +97,7 @@ class RenderingHandler(ScrapyPlaywrightDownloadHandler):
             if not self._started:
                 # the first rendered request comes after spider_opened: its hosts are known
                 self.guard.domains = spider_domains(self._crawler.spider)
+                self.guard.policy = policy_of(self._crawler)
                 self._add_resolver_rule()
                 await self._launch()
                 self._started = True
@@ -145,6 +147,7 @@ class RenderingHandler(ScrapyPlaywrightDownloadHandler):
                 response.url,
                 self.guard.domains or frozenset(),
                 f"browser navigation from {shown(request.url)}",
+                self.guard.detail(why, response.url),
             )
         return response
 
@@ -155,7 +158,9 @@ class RenderingHandler(ScrapyPlaywrightDownloadHandler):
         if refused is None:
             return
         why, how, target = refused
-        raise refused_error(why, target, self.guard.domains or frozenset(), how)
+        raise refused_error(
+            why, target, self.guard.domains or frozenset(), how, self.guard.detail(why, target)
+        )
 
     async def _download_request(self, request: Request, spider: Spider | None = None) -> Response:
         await self._launched()

@@ -287,6 +287,33 @@ def test_the_browser_rule_is_the_crawls_rule() -> None:
     assert anywhere.why("file:///etc/passwd") == "scheme"
 
 
+def test_the_browser_refuses_the_addresses_the_crawl_refuses() -> None:
+    """A job started on a public host: a page's request, a WebSocket or a navigation to
+    a loopback, private or link-local IP literal is refused in the browser too."""
+    guard_mod = pytest.importorskip("framework_playwright.guard")
+    from framework.crawl.addresses import AddressPolicy
+
+    guard = guard_mod.BrowserGuard(frozenset())
+    assert guard.why("http://169.254.169.254/latest/meta-data/") is None  # no rule yet
+    guard.policy = AddressPolicy.for_job(["http://93.184.215.14/"])  # a public start host
+    for url in (
+        "http://169.254.169.254/latest/meta-data/",
+        "http://127.0.0.1:5432/",
+        "ws://10.0.0.5/feed",
+        "http://[::ffff:127.0.0.1]/",
+    ):
+        assert guard.why(url) == "private_target", url
+    assert "169.254.169.254, a link-local address" in guard.detail(
+        "private_target", "http://169.254.169.254/x"
+    )
+    assert guard.why("http://93.184.215.14/other") is None
+    # a job started on loopback keeps loopback, and nothing else private
+    local = guard_mod.BrowserGuard(frozenset())
+    local.policy = AddressPolicy.for_job(["http://127.0.0.1:8800/"])
+    assert local.why("http://127.0.0.1:9/") is None
+    assert local.why("http://192.168.1.1/") == "private_target"
+
+
 def test_refusals_are_counted_always_and_told_once_per_target() -> None:
     guard_mod = pytest.importorskip("framework_playwright.guard")
     counted: list[str] = []
