@@ -3,13 +3,19 @@
 The project root holds ``projects/<job>/job.yaml`` and the default workspaces under
 ``var/<job>/``. It is ``$FRAMEWORK_HOME`` when set, else the nearest ancestor of the
 working directory that has a ``projects/`` folder or a ``scrapy.cfg``, else the
-working directory itself.
+working directory itself. In an egg (Scrapyd), the specs travel as data of a Python
+package instead: :func:`packaged_root`.
 """
 
 from __future__ import annotations
 
+import atexit
 import os
 import re
+import shutil
+import tempfile
+from importlib import resources
+from importlib.resources.abc import Traversable
 from pathlib import Path
 
 from framework.errors import SpecError, SpecProblem, UsageError
@@ -24,6 +30,41 @@ def find_root(start: Path | None = None) -> Path:
         if (candidate / "projects").is_dir() or (candidate / "scrapy.cfg").is_file():
             return candidate
     return here
+
+
+def packaged_root(package: str) -> Path | None:
+    """A project root for the specs that travel in the Python package ``package``
+    (its ``projects/<job>/job.yaml``, as the egg that ``scrapyd-deploy`` builds holds
+    them), or None when the package holds no ``projects/`` (a checkout, where the specs
+    are the project root's own). A :class:`UsageError` when there is no such package.
+
+    A package on disk is its own root. One inside a zip (an egg) is copied to a
+    temporary folder, removed when the process exits: the spec loader, the spec hash and
+    the error messages all read spec files by path."""
+    try:
+        top = resources.files(package)
+    except (ModuleNotFoundError, TypeError) as exc:
+        raise UsageError(
+            f"FRAMEWORK_SPECS_PACKAGE: {package!r} is not an importable package ({exc})"
+        ) from None
+    specs = top / "projects"
+    if not specs.is_dir():
+        return None
+    if isinstance(top, Path):
+        return top
+    copy = Path(tempfile.mkdtemp(prefix=f"framework-specs-{package}-"))
+    atexit.register(shutil.rmtree, copy, ignore_errors=True)
+    _copy_tree(specs, copy / "projects")
+    return copy
+
+
+def _copy_tree(source: Traversable, target: Path) -> None:
+    target.mkdir()
+    for entry in source.iterdir():
+        if entry.is_dir():
+            _copy_tree(entry, target / entry.name)
+        else:
+            (target / entry.name).write_bytes(entry.read_bytes())
 
 
 # What a spec's ``name:`` may be (the spec's models validate it with this). Here, not

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, NoReturn
 from framework.crawl.process import log_level, preflight
 from framework.crawl.spider import JobSpider, spider_class
 from framework.errors import FrameworkError
-from framework.project import find_root, job_files
+from framework.project import find_root, job_files, packaged_root
 from framework.spec import load_spec
 from framework.workspace.locate import is_database_url
 from framework.workspace.workspace import held_by, lock_held
@@ -40,12 +40,11 @@ class JobSpiderLoader:
 
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> Self:
-        root = Path(settings.get("FRAMEWORK_ROOT") or find_root())
-        workspaces = Path(settings.get("FRAMEWORK_WORKSPACES") or root / "var")
         try:
             # Built before Scrapy configures logging: a bad -L is said here in one line
             # (Scrapy would end in a traceback).
             log_level(str(settings.get("LOG_LEVEL") or "INFO"))
+            root, workspaces = _where(settings)
             loader = cls(root, workspaces)
         except FrameworkError as exc:
             _die(exc)
@@ -86,6 +85,27 @@ class JobSpiderLoader:
 
     def find_by_request(self, request: Request) -> builtins.list[str]:
         return []
+
+
+def _where(settings: BaseSettings) -> tuple[Path, Path]:
+    """The project root whose ``projects/`` holds the jobs, and the folder of their
+    workspaces (``FRAMEWORK_WORKSPACES``, else the root's ``var/``).
+
+    ``FRAMEWORK_ROOT`` names the root. Else ``FRAMEWORK_SPECS_PACKAGE`` names the package
+    the specs travel in (a deployed egg, docs/operations.md "Scrapyd"): then the
+    workspaces default to ``var/`` in the working directory, as Scrapyd's own logs and
+    eggs do, never to the egg or its temporary copy. Else the root is found from the
+    working directory (:func:`find_root`)."""
+    chosen = settings.get("FRAMEWORK_WORKSPACES")
+    if settings.get("FRAMEWORK_ROOT"):
+        root = Path(settings.get("FRAMEWORK_ROOT"))
+        return root, Path(chosen or root / "var")
+    package = settings.get("FRAMEWORK_SPECS_PACKAGE")
+    packaged = packaged_root(str(package)) if package else None
+    if packaged is not None:
+        return packaged, Path(chosen or Path.cwd() / "var")
+    root = find_root()
+    return root, Path(chosen or root / "var")
 
 
 def _die(exc: FrameworkError) -> NoReturn:
