@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test check lint typecheck pytest bench clean
+.PHONY: demo test check lint typecheck docs reference pytest bench clean
 
 $(STAMP): pyproject.toml plugins/ingest/pyproject.toml plugins/ship/pyproject.toml plugins/playwright/pyproject.toml \
 		plugins/dashboard/pyproject.toml
@@ -39,7 +39,20 @@ FAST := not (process or kill or pg or browser or slow)
 pytest: $(STAMP)
 	$(BIN)/python -m pytest -n $(WORKERS) --dist worksteal --cov --cov-report=term:skip-covered $(PYTEST_ARGS)
 
-test: lint typecheck pytest
+test: lint typecheck docs pytest
+
+# The docs as a static site in site/ (mkdocs.yml): strict, so a broken link, a missing
+# anchor or a page left out of the nav fails; the generated reference must be current;
+# and no page may load a script or style from the internet (the site works offline).
+docs: $(STAMP)
+	$(BIN)/python -m framework.docs_gen --check
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+	@! grep -rlE '(src|href)="https?://[^"]*\.(js|css)|src="https?://' site --include='*.html' \
+		|| (echo 'a page of site/ loads something from the internet' >&2; false)
+
+# Regenerate docs/reference/ from the code (spec models, commands, settings).
+reference: $(STAMP)
+	$(BIN)/python -m framework.docs_gen
 
 # lint, types and the in-process tests, in about a minute (no PostgreSQL even if set)
 check: lint typecheck
@@ -47,4 +60,4 @@ check: lint typecheck
 		$(BIN)/python -m pytest -n $(WORKERS) --dist worksteal --forbid-children -m '$(FAST)' $(PYTEST_ARGS)
 
 clean:
-	rm -rf $(VENV) var .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) var site .mypy_cache .ruff_cache .pytest_cache

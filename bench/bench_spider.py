@@ -331,7 +331,11 @@ def main() -> None:
         "--sweep", action="store_true", help="concurrency settings, hand-written spider"
     )
     parser.add_argument(
-        "--issue15", action="store_true", help="group commit, lean jobs, crawlee (issue 15)"
+        "--peers",
+        "--issue15",  # the older name, kept for scripts that use it
+        dest="issue15",
+        action="store_true",
+        help="group commit, lean jobs, crawlee-python",
     )
     parser.add_argument(
         "--lean", action="store_true", help="switched-off components back on, one at a time"

@@ -1,4 +1,4 @@
-"""Every command in README.md and docs/*.md runs as written.
+"""Every command in README.md and docs/**/*.md runs as written.
 
 How a document marks its shell blocks (an HTML comment on the line right before the
 opening fence; rendered Markdown does not show it):
@@ -11,6 +11,15 @@ opening fence; rendered Markdown does not show it):
   command's expected exit code.
 - ``<!-- illustrative: <reason> -->``: not run; the reason is required (a synopsis, a
   crontab line, a command that needs a real remote endpoint or minutes of time, ...).
+- ``<!-- output -->`` on a block right after a runnable one: what those commands print.
+  Each of its lines must be part of a line of their output (stdout and stderr together),
+  in the order written; a line ``...`` stands for any lines, and blank lines are
+  ignored. So an excerpt shows the stable part of the output (no timings, no counts
+  that depend on when a crawl was killed) and still fails when the product says
+  something else.
+- ``<!-- file: PATH -->`` on any block: its text is written to PATH (relative to the
+  repository root) when the blocks before it have run, as a reader would paste it into
+  that file (a tutorial's spec, and the spec again after a fix).
 
 A shell block is a fenced block whose info string is ``sh``, ``shell``, ``bash`` or
 ``console``, or an unlabelled one whose first line starts with a command this project
@@ -59,7 +68,8 @@ from framework.demo.site import DemoSite
 from tests.fixtures import procs
 from tests.paths import REPO
 
-DOC_FILES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+# docs/ recursively: the tutorial, the guides and the generated reference alike
+DOC_FILES = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
 SITE_PORT, INGEST_PORT = 8800, 8700
 SHELL_INFOS = {"sh", "shell", "bash", "console"}
 COMMAND_START = re.compile(
@@ -67,7 +77,7 @@ COMMAND_START = re.compile(
     r"(?:framework|scrapy|make|python3?|pip|cd|\.venv/bin/\S+|\*/\d+)(?:\s|$)"
 )
 FENCE = re.compile(r"^(\s*)(```+)(.*)$")
-MARKER = re.compile(r"^\s*<!--\s*(runnable|illustrative)\b(.*?)-->\s*$")
+MARKER = re.compile(r"^\s*<!--\s*(runnable|illustrative|output|file)\b(.*?)-->\s*$")
 COPY_IGNORE = shutil.ignore_patterns(
     ".git",
     ".venv",
@@ -88,12 +98,13 @@ class Block:
     line: int  # 1-based line of the opening fence
     info: str
     body: list[str]
-    marker: str | None  # "runnable", "illustrative" or None
+    marker: str | None  # "runnable", "illustrative", "output", "file" or None
     options: str = ""
 
     @property
     def where(self) -> str:
-        return f"{self.path.relative_to(REPO)}:{self.line}"
+        shown = self.path.relative_to(REPO) if self.path.is_relative_to(REPO) else self.path
+        return f"{shown}:{self.line}"
 
     @property
     def is_shell(self) -> bool:
@@ -173,7 +184,68 @@ def test_every_file_is_covered() -> None:
             # Marking output illustrative is harmless; running YAML or output is not.
             if block.marker == "runnable" and not block.is_shell:
                 problems.append(f"{block.where}: marked runnable but not a shell block")
+        problems += excerpt_problems(blocks_of(path))
     assert problems == []
+
+
+def excerpt_problems(blocks: list[Block]) -> list[str]:
+    """An output excerpt must follow a runnable block (else there is nothing to check
+    it against); a file block must name a relative path inside the repository."""
+    problems = []
+    previous: Block | None = None
+    for block in blocks:
+        if block.marker == "output" and (previous is None or previous.marker != "runnable"):
+            problems.append(f"{block.where}: an output excerpt not right after a runnable block")
+        if block.marker == "file":
+            target = Path(block.options)
+            if not block.options or target.is_absolute() or ".." in target.parts:
+                problems.append(f"{block.where}: a file block needs a relative PATH")
+        previous = block
+    return problems
+
+
+def missing_lines(excerpt: list[str], output: str) -> list[str]:
+    """The lines of ``excerpt`` not found, in order, each inside a line of ``output``
+    (``...`` and blank lines match anything). Empty when the excerpt holds."""
+    lines = output.splitlines()
+    at = 0
+    for i, want in enumerate(excerpt):
+        want = want.strip()
+        if not want or want == "...":
+            continue
+        found = next((j for j in range(at, len(lines)) if want in lines[j]), None)
+        if found is None:
+            return [ln.strip() for ln in excerpt[i:] if ln.strip() not in ("", "...")]
+        at = found + 1
+    return []
+
+
+def test_output_excerpts_match_in_order_and_fail_otherwise() -> None:
+    output = "cases: finished\n  kind  ok\n  detail  70\nerror: 2 rows in error\n"
+    assert missing_lines(["cases: finished", "...", "detail  70", ""], output) == []
+    # a line that is not there, a changed word, and the right lines in the wrong order
+    assert missing_lines(["detail  71"], output) == ["detail  71"]
+    assert missing_lines(["cases: drained"], output) == ["cases: drained"]
+    assert missing_lines(["error: 2 rows", "cases: finished"], output) == ["cases: finished"]
+
+
+def test_output_and_file_blocks_are_checked(tmp_path: Path) -> None:
+    doc = tmp_path / "doc.md"
+    doc.write_text(
+        "<!-- output -->\n```\nnothing ran before me\n```\n\n"
+        "<!-- runnable -->\n```sh\nframework list\n```\n\n"
+        "<!-- output -->\n```\ndemo\n```\n\n"
+        "<!-- file: projects/x/job.yaml -->\n```yaml\nname: x\n```\n\n"
+        "<!-- file: /etc/passwd -->\n```\nroot\n```\n",
+        encoding="utf-8",
+    )
+    blocks = blocks_of(doc)
+    assert [b.marker for b in blocks] == ["output", "runnable", "output", "file", "file"]
+    assert blocks[3].options == "projects/x/job.yaml"
+    assert [p.split(": ", 1)[1] for p in excerpt_problems(blocks)] == [
+        "an output excerpt not right after a runnable block",
+        "a file block needs a relative PATH",
+    ]
 
 
 def test_the_marker_rules_catch_an_unmarked_block(tmp_path: Path) -> None:
@@ -274,7 +346,14 @@ class Sandbox:
             command = re.sub(rf"(?<!\d){doc_port}(?!\d)", str(port), command)
         return command
 
-    def run(self, command: str, exits: set[int], where: str) -> None:
+    def write(self, block: Block) -> None:
+        """A ``file:`` block: its text into the copy, with the documents' ports mapped."""
+        target = self.root / block.options
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(self.rewrite("\n".join(block.body) + "\n"), encoding="utf-8")
+
+    def run(self, command: str, exits: set[int], where: str) -> str:
+        """Run one command; its stdout and stderr (nothing for a background one)."""
         line = self.rewrite(command)
         expected = re.search(r"#\s*exits (\d+)\b", command)
         allowed = {int(expected.group(1))} if expected else exits
@@ -292,7 +371,7 @@ class Sandbox:
             port = re.search(r"--port (\d+)", line)
             if port:
                 wait_port(int(port.group(1)), proc)
-            return
+            return ""
         done = procs.run(
             direct(line) or ["bash", "-c", line],
             cwd=self.root,
@@ -306,6 +385,7 @@ class Sandbox:
             f"{where}: `{command}` exited {done.returncode}, expected {sorted(allowed)}\n"
             f"--- stdout\n{done.stdout[-3000:]}\n--- stderr\n{done.stderr[-3000:]}"
         )
+        return f"{done.stdout}\n{done.stderr}"
 
     def stop(self) -> None:
         for proc in self.background:
@@ -383,12 +463,23 @@ def test_runnable_blocks_run_as_written(path: Path, tmp_path: Path) -> None:
         return
     with sandbox(tmp_path, [c for b in runnable for c in b.commands()]) as box:
         crawled = False
-        for block in runnable:
-            if block.after_crawl and not crawled:
-                box.run("framework crawl demo", {0, 4}, f"{block.where} (after=crawl)")
-                crawled = True
-            for command in block.commands():
-                box.run(command, block.exits(), block.where)
+        printed = ""  # what the last runnable block's commands printed
+        for block in blocks_of(path):
+            if block.marker == "file":
+                box.write(block)
+            elif block.marker == "output":
+                missing = missing_lines([box.rewrite(ln) for ln in block.body], printed)
+                assert missing == [], (
+                    f"{block.where}: not in the output of the block before, in order: "
+                    f"{missing}\n--- output\n{printed[-3000:]}"
+                )
+            elif block.marker == "runnable":
+                if block.after_crawl and not crawled:
+                    box.run("framework crawl demo", {0, 4}, f"{block.where} (after=crawl)")
+                    crawled = True
+                printed = "".join(
+                    box.run(command, block.exits(), block.where) for command in block.commands()
+                )
 
 
 @pytest.mark.process

@@ -94,8 +94,8 @@ def entry() -> None:  # pragma: no cover - console script shim
     code = main()
     # The interpreter's exit runs full garbage collections over every object the
     # imports made (Scrapy, Twisted, pydantic: 0.18 s after a reparse, see
-    # docs/benchmarks.md, "Status on a long history, the command's own exit, and issue
-    # 9"). The command is done and has closed what it wrote (the logs write whole lines
+    # docs/benchmarks.md, "Status on a long history, and the command's own exit"). The
+    # command is done and has closed what it wrote (the logs write whole lines
     # straight to their descriptors; atexit handlers, logging's flush among them, still
     # run), so its objects may die with the process: frozen, the collector skips them,
     # and reference counting still frees what is not in a cycle.
