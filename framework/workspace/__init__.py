@@ -14,7 +14,9 @@ This package is the public door (``__all__``); its modules are private details::
     `-- ship.lock                 flock held while ship runs
 
 * :class:`Workspace` opens the folder (``Workspace.open(path)``) and its locks.
-* :class:`SqliteStore` is the embedded :class:`Store` (the storage contract).
+* :class:`SqliteStore` is the embedded :class:`Store` (the storage contract; a
+  database workspace's is PostgreSQL's, the SQL of both written once in ``sql.py``,
+  ``read.py`` and ``write.py``).
 * :class:`JsonlLog` appends whole lines and tolerates a torn last line.
 
 The format on disk is documented in ``docs/workspace.md``; readers (status, ship) rely

@@ -27,8 +27,7 @@ from typing import Any
 
 from framework.errors import WorkspaceError
 from framework.workspace import holds
-from framework.workspace.postgres_base import PgBase
-from framework.workspace.sqlite_base import CHUNK
+from framework.workspace.sql import CHUNK, POSTGRES, Dialect
 
 # table, its keyset column, the columns copied (leases are left behind: rows arrive free)
 _TABLES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
@@ -131,31 +130,22 @@ class _Side:
 
     def __init__(self, store: Any) -> None:
         self.store = store
-        self.pg = isinstance(store, PgBase)
+        self.d: Dialect = store.dialect  # the SQL layer of the store (sql.py)
+        self.pg = self.d is POSTGRES
         self.conn: Any = None
 
     def sql(self, text: str) -> str:
-        return text.replace("?", "%s") if self.pg else text
+        return self.d.q(text)
 
     def query(self, text: str, params: Sequence[Any] = ()) -> list[Any]:
         return list(self.conn.execute(self.sql(text), params).fetchall())
 
     def many(self, text: str, rows: Sequence[Sequence[Any]]) -> None:
-        if not rows:
-            return
-        if self.pg:
-            with self.conn.cursor() as cur:
-                cur.executemany(self.sql(text), rows)
-        else:
-            self.conn.executemany(text, rows)
+        if rows:
+            self.d.many(self.conn, text, rows)
 
     def has(self, table: str) -> bool:
-        if self.pg:
-            got = self.query("SELECT to_regclass(?) IS NOT NULL", (table,))
-            return bool(got[0][0])
-        return bool(
-            self.query("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (table,))
-        )
+        return self.d.has_table(self.conn, table)
 
     @contextmanager
     def snapshot(self) -> Iterator[None]:

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from framework.errors import WorkspaceBroken
-from framework.workspace.sqlite_base import ROWS_RESET_META
+from framework.workspace.sql import ROWS_RESET_META
 
 if TYPE_CHECKING:
     from framework.workspace.workspace import Workspace

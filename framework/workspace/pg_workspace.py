@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any
 from framework.errors import LockHeld, WorkspaceError
 from framework.workspace.jsonl import JsonlLog, redact, redact_url
 from framework.workspace.postgres_base import _SCHEMA_LOCK
-from framework.workspace.sqlite_base import utc_now
+from framework.workspace.sql import utc_now
 from framework.workspace.workspace import SHIP_LOG_FILE, STATE_FILE, Workspace
 
 if TYPE_CHECKING:
@@ -492,7 +492,7 @@ class PgWorkspace(Workspace):
         self.path = folder
         self.where = store.where
         self.url = url
-        self.store = store  # type: ignore[assignment]
+        self.store = store
         self.readonly = readonly
         self.urls = PgLog(store, "urls")
         self.events = PgLog(store, "events")

@@ -1,12 +1,15 @@
 """The :class:`~framework.workspace.store.Store` on PostgreSQL: one job's workspace in a
 database (or a schema of one), shared by crawl workers on many machines.
 
-Owns the writes of that backend: seed, the one-transaction ``commit`` of a page's
-outcome (``commit_many``: of a group of them), item upserts and part merges, holds, the
-completeness recomputation, requeue, refund, reset, review decisions. Connections,
-schema and transactions are :mod:`framework.workspace.postgres_base`'s, the reads
-:mod:`framework.workspace.postgres_read`'s, the lease protocol
-:mod:`framework.workspace.postgres_leases`'s. The semantics are those of
+Owns the writes whose SQL is PostgreSQL's own: the group commit (``commit_many``: one
+statement per table for a whole group of outcomes, arrays bound with ``unnest``), the
+batched inserts of found rows, attempts and bodies, and item writes under ``FOR
+UPDATE``. The writes both engines share (seed, the one-by-one commit of an outcome,
+the completeness recomputation, requeue, refund, reset, review decisions) are
+:class:`framework.workspace.write.Writer`'s; connections, schema and transactions
+:mod:`framework.workspace.postgres_base`'s, the reads
+:mod:`framework.workspace.read`'s and :mod:`framework.workspace.postgres_read`'s, the
+lease protocol :mod:`framework.workspace.postgres_leases`'s. The semantics are those of
 :class:`framework.workspace.sqlite.SqliteStore`, rule for rule (the same conformance
 suite runs on both: tests/workspace/test_workspace_conformance.py):
 
@@ -26,82 +29,41 @@ updates it); a deadlock between two commits is retried the same way
 
 from __future__ import annotations
 
-import json
 import zlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from framework.errors import UsageError, WorkspaceError
-from framework.workspace import carry, holds, itemplan
-from framework.workspace.holds import Hold
+from framework.errors import WorkspaceError
+from framework.workspace import holds, itemplan
 from framework.workspace.postgres_base import COMPACT_EVERY, RetryTransaction
-from framework.workspace.postgres_read import _HOLD_SQL, PgReader, _to_hold
-from framework.workspace.records import (
-    CommitResult,
-    HoldWrite,
-    Marks,
-    NewRow,
-    Outcome,
-    Row,
-    RowStatus,
-    canonical_json,
-    content_hash,
-)
-from framework.workspace.sqlite_base import (
+from framework.workspace.postgres_read import PgReader
+from framework.workspace.records import CommitResult, Marks, NewRow, Outcome, Row
+from framework.workspace.sql import (
     CHUNK,
-    READ_WITH_META,
-    ROWS_RESET_META,
-    _chunks,
+    INSERT_COLS,
+    ITEM_UPDATE,
+    POSTGRES,
+    Prepared,
+    chunks,
+    pending_rows,
+    prepare_rows,
     utc_now,
 )
-from framework.workspace.store import RequeueFilter
+from framework.workspace.write import ItemsWritten, Writer
 
 if TYPE_CHECKING:
     import psycopg
 
     from framework.workspace.store import Store
 
-_INSERT_COLS = (
-    "fingerprint, kind, url, method, body, body_type, parent_id, status, context, "
-    "item_key, required, created_at, updated_at"
-)
-_N_INSERT = _INSERT_COLS.count(",") + 1
 # rows in the order given (ids grow in it), those whose fingerprint exists left out
 _INSERT_FOUND = (
-    f"INSERT INTO rows ({_INSERT_COLS}) SELECT {_INSERT_COLS} FROM unnest("
+    f"INSERT INTO rows ({INSERT_COLS}) SELECT {INSERT_COLS} FROM unnest("
     "%b::text[], %b::text[], %b::text[], %b::text[], %b::text[], %b::text[], %b::bigint[], "
     "%b::text[], %b::text[], %b::text[], %b::smallint[], %b::text[], %b::text[]) "
-    f"WITH ORDINALITY AS v({_INSERT_COLS}, o) ORDER BY o "
+    f"WITH ORDINALITY AS v({INSERT_COLS}, o) ORDER BY o "
     "ON CONFLICT (fingerprint) DO NOTHING RETURNING id, fingerprint"
 )
-
-# The completeness rule (docs/workspace.md), the same expression as SQLite's
-# (framework/workspace/sqlite_base.py _COMPLETE_EXPR): the item's own row is ok, every
-# required row naming it is ok, and an item written as not complete waits until one
-# such row exists.
-_COMPLETE_EXPR = """(
-    (items.row_id IS NULL
-     OR EXISTS (SELECT 1 FROM rows r WHERE r.id = items.row_id AND r.status = 'ok'))
-    AND NOT EXISTS (SELECT 1 FROM rows r WHERE r.item_key = items.dedupe_key
-                    AND r.required = 1 AND r.status <> 'ok')
-    AND (items.declared_complete = 1
-         OR EXISTS (SELECT 1 FROM rows r WHERE r.item_key = items.dedupe_key
-                    AND r.required = 1))
-)"""
-
-# The fence (docs/scaling.md): a commit carrying a token writes only while the row
-# still carries that token; an ok row drops its lease in the same UPDATE.
-_OUTCOME_UPDATE = (
-    "UPDATE rows SET status = %(status)s, attempts = attempts + %(spent)s, "
-    "retryable = %(retryable)s, last_error_kind = coalesce(%(kind)s, last_error_kind), "
-    "last_error = CASE WHEN %(ok)s THEN last_error ELSE %(detail)s END, "
-    "last_http_status = %(http)s, updated_at = %(now)s, "
-    "lease_owner = CASE WHEN %(ok)s THEN NULL ELSE lease_owner END, "
-    "lease_expires_at = CASE WHEN %(ok)s THEN NULL ELSE lease_expires_at END "
-    "WHERE id = %(id)s AND (%(token)s::bigint IS NULL OR lease_token = %(token)s::bigint) "
-    "RETURNING attempts, item_key"
-)
-
 
 # The same for a whole group, the fence compared row by row: the rows whose token changed
 # do not come back (refused), the others are written, and in the same statement (one
@@ -157,7 +119,7 @@ class _OneByOne(Exception):
     """Raised inside a group commit to roll it back and apply its outcomes one by one."""
 
 
-class PostgresStore(PgReader):
+class PostgresStore(PgReader, Writer):
     """The Store contract on PostgreSQL. Build with ``PostgresStore.open(url)``."""
 
     # writes ------------------------------------------------------------------
@@ -178,77 +140,26 @@ class PostgresStore(PgReader):
         back, each under the first page that found it (duplicates inside the batch
         included), in id order."""
         inserted: dict[int, list[Row]] = {}
-        for chunk in _chunks(found, CHUNK):
-            columns: list[list[Any]] = [[] for _ in range(_N_INSERT)]
-            by_fp: dict[str, tuple[int, NewRow, str, int | None]] = {}
-            for page, parent, new in chunk:
-                ctx = dict(new.context)
-                item_key = ctx.get("item_key")
-                fp = new.fingerprint
-                ctx_text = canonical_json(ctx) if ctx else "{}"
-                parent_id = new.parent_id if new.parent_id is not None else parent
-                by_fp.setdefault(fp, (page, new, ctx_text, parent_id))
-                values = (
-                    fp,
-                    new.kind,
-                    new.url,
-                    new.method.upper(),
-                    new.body,
-                    new.body_type,
-                    parent_id,
-                    RowStatus.PENDING.value,
-                    ctx_text,
-                    None if item_key is None else str(item_key),
-                    1 if item_key is not None and ctx.get("required", True) else 0,
-                    now,
-                    now,
-                )
+        for chunk in chunks(found, CHUNK):
+            columns: list[list[Any]] = [[] for _ in INSERT_COLS.split(",")]
+            by_fp: dict[str, Prepared] = {}
+            page_of: dict[str, int] = {}
+            for (page, _, _), prepared in zip(
+                chunk, prepare_rows([(parent, new) for _, parent, new in chunk], now), strict=True
+            ):
+                values = prepared[0]
+                if values[0] not in by_fp:
+                    by_fp[values[0]] = prepared
+                    page_of[values[0]] = page
                 for column, value in zip(columns, values, strict=True):
                     column.append(value)
             # one query text whatever the number of rows (psycopg parses each new text)
             got = conn.execute(_INSERT_FOUND, columns).fetchall()
-            for row_id, fp in got:
-                page, new, ctx_text, parent_id = by_fp[fp]
-                inserted.setdefault(page, []).append(
-                    Row(
-                        id=int(row_id),
-                        kind=new.kind,
-                        url=new.url,
-                        method=new.method.upper(),
-                        body=new.body,
-                        body_type=new.body_type,
-                        parent_id=parent_id,
-                        status=RowStatus.PENDING,
-                        attempts=0,
-                        retryable=True,
-                        last_error_kind=None,
-                        last_error=None,
-                        last_http_status=None,
-                        context=json.loads(ctx_text) if new.context else {},
-                        created_at=now,
-                        updated_at=now,
-                    )
-                )
+            for prepared, row in pending_rows(got, by_fp, now):
+                inserted.setdefault(page_of[prepared[0][0]], []).append(row)
         for rows in inserted.values():
             rows.sort(key=lambda row: row.id)
         return inserted
-
-    def seed(self, rows: Sequence[NewRow]) -> list[Row]:
-        now = self._clock()
-
-        def work(conn: psycopg.Connection[Any]) -> list[Row]:
-            inserted = self._insert_rows(conn, rows, None, now)
-            keys = {str(r.context["item_key"]) for r in inserted if "item_key" in r.context}
-            self._recompute(conn, keys)
-            return inserted
-
-        return self._run(work)
-
-    def commit(self, outcome: Outcome) -> CommitResult:
-        (res,) = self.commit_many([outcome])
-        if res is None:
-            raise WorkspaceError(f"commit for row {outcome.row_id} refused")
-        return res
 
     def commit_many(self, outcomes: Sequence[Outcome]) -> list[CommitResult | None]:
         """Commit a group of outcomes in ONE transaction, results in the same order. All
@@ -380,7 +291,7 @@ class PostgresStore(PgReader):
             if outcomes[i].holds or outcomes[i].items
             for w in outcomes[i].items
         ]
-        self._settle_holds(conn, held, stored_keys, now)
+        holds.settle(conn, POSTGRES, held, stored_keys, now)
         owner = {key: i for i in taken for key in recompute[i]}
         completed: dict[int, list[str]] = {i: [] for i in taken}
         for key in self._recompute(conn, owner, fresh):
@@ -401,94 +312,6 @@ class PostgresStore(PgReader):
                 refreshed=refreshed.get(i, []),
             )
         return results
-
-    def _apply_outcome(
-        self, conn: psycopg.Connection[Any], outcome: Outcome, now: str
-    ) -> CommitResult | None:
-        """Every write of one outcome inside the caller's transaction (see
-        :meth:`SqliteStore._apply_outcome`); None: refused by the fence."""
-        status, kind, retryable, detail = marks = outcome.marks()
-        token = outcome.lease_token
-        got = conn.execute(
-            _OUTCOME_UPDATE,
-            {
-                "status": status.value,
-                "spent": 0 if outcome.reparse else 1,  # a re-extraction made no request
-                "retryable": int(retryable),
-                "kind": kind.value if kind else None,
-                "ok": outcome.ok,
-                "detail": detail,
-                "http": outcome.http_status,
-                "now": now,
-                "id": outcome.row_id,
-                "token": token,
-            },
-        ).fetchone()
-        if got is None:
-            if (
-                token is not None
-                and conn.execute("SELECT 1 FROM rows WHERE id = %s", (outcome.row_id,)).fetchone()
-            ):
-                return None  # fenced: nothing of this outcome is written
-            raise WorkspaceError(f"commit for unknown row id {outcome.row_id}")
-        attempt, own_key = int(got[0]), got[1]
-        stored = self._write_responses(conn, [outcome], now)
-        history_n = 2  # a reparsed row has its items from earlier: look them up
-        if not outcome.reparse:
-            history_n = self._write_attempts(conn, [(outcome, marks, attempt)], now)[outcome.row_id]
-        inserted = self._insert_rows(conn, outcome.new_rows, outcome.row_id, now)
-        refreshed = self._refresh_carry(conn, outcome, now) if outcome.reparse else []
-        new, changed, unchanged, keys, fresh = self._write_items(conn, outcome, now)
-        self._settle_holds(
-            conn,
-            [(h, outcome.row_id) for h in outcome.holds],
-            [w.dedupe_key for w in outcome.items],
-            now,
-        )
-        if own_key is not None:
-            keys.add(str(own_key))
-        keys.update(str(r.context["item_key"]) for r in inserted if "item_key" in r.context)
-        if history_n > 1:
-            keys.update(
-                k
-                for (k,) in conn.execute(
-                    "SELECT dedupe_key FROM items WHERE row_id = %s", (outcome.row_id,)
-                )
-            )
-        completed = self._recompute(conn, keys, fresh)
-        return CommitResult(
-            status=status,
-            attempt=attempt,
-            inserted=inserted,
-            items_new=new,
-            items_changed=len(changed),
-            changed=changed,
-            items_unchanged=unchanged,
-            completed=completed,
-            response_bytes=stored.get(outcome.row_id, 0),
-            refreshed=refreshed,
-        )
-
-    def _refresh_carry(
-        self, conn: psycopg.Connection[Any], outcome: Outcome, now: str
-    ) -> list[int]:
-        """As :meth:`SqliteStore._refresh_carry` (:mod:`framework.workspace.carry`)."""
-        if not outcome.new_rows:
-            return []
-        values = carry.wanted(outcome.new_rows)
-        existing = conn.execute(
-            "SELECT id, fingerprint, context FROM rows WHERE parent_id = %s "
-            "AND fingerprint = ANY(%s)",
-            (outcome.row_id, list(values)),
-        ).fetchall()
-        updates = carry.refreshed(existing, values)
-        if updates:
-            conn.execute(
-                "UPDATE rows SET context = u.context, updated_at = %s FROM "
-                "unnest(%s::text[], %s::bigint[]) AS u(context, id) WHERE rows.id = u.id",
-                (now, [t for t, _ in updates], [i for _, i in updates]),
-            )
-        return sorted(row_id for _, row_id in updates)
 
     def _write_attempts(
         self,
@@ -551,46 +374,13 @@ class PostgresStore(PgReader):
         )
         return {row_id: len(body) for (row_id, _), body in zip(bodies, packed, strict=True)}
 
-    def _settle_holds(
+    def _write_items(
         self,
         conn: psycopg.Connection[Any],
-        held: Sequence[tuple[HoldWrite, int]],
-        stored_keys: Sequence[str],
+        outcome: Outcome,
         now: str,
-    ) -> None:
-        """As :func:`framework.workspace.holds.settle`: keep the held candidates (each
-        with the row that held it), drop the holds of keys this commit stored as items."""
-        if held:
-            with conn.cursor() as cur:
-                cur.executemany(
-                    "INSERT INTO holds (dedupe_key, status, source_type, source_id, data, "
-                    "reasons, row_id, first_held, last_held) "
-                    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) "
-                    "ON CONFLICT (dedupe_key) DO UPDATE SET status = excluded.status, "
-                    "source_type = excluded.source_type, source_id = excluded.source_id, "
-                    "data = excluded.data, reasons = excluded.reasons, "
-                    "row_id = excluded.row_id, last_held = excluded.last_held",
-                    [
-                        (
-                            h.dedupe_key,
-                            h.status,
-                            h.source_type,
-                            h.source_id,
-                            json.dumps(h.data, ensure_ascii=False, sort_keys=True, default=str),
-                            json.dumps(list(h.reasons), ensure_ascii=False, default=str),
-                            row_id,
-                            now,
-                            now,
-                        )
-                        for h, row_id in held
-                    ],
-                )
-        if stored_keys:
-            conn.execute("DELETE FROM holds WHERE dedupe_key = ANY(%s)", (list(stored_keys),))
-
-    def _write_items(
-        self, conn: psycopg.Connection[Any], outcome: Outcome, now: str
-    ) -> tuple[int, list[str], int, set[str], set[str]]:
+        digests: itemplan.Digests | None = None,
+    ) -> ItemsWritten:
         """Upsert items and merge parts, comparing content hashes so identical content
         touches nothing. The known items are read FOR UPDATE (another worker's commit on
         the same key waits); a key another transaction inserted meanwhile makes this
@@ -599,14 +389,14 @@ class PostgresStore(PgReader):
         if not keys:
             return 0, [], 0, set(), set()
         before: dict[str, dict[str, Any]] = {}
-        for chunk in _chunks(sorted(keys), CHUNK):
+        for chunk in chunks(sorted(keys), CHUNK):
             for key, stored, digest, names, row_id in conn.execute(
                 "SELECT dedupe_key, data, content_hash, parts, row_id FROM items "
                 "WHERE dedupe_key = ANY(%s) ORDER BY dedupe_key FOR UPDATE",
                 (list(chunk),),
             ):
                 before[key] = itemplan.known(stored, digest, names, row_id)
-        p = itemplan.plan(outcome, before, now)
+        p = itemplan.plan(outcome, before, now, digests)
         return p.new, p.changed, p.unchanged, keys, self._write_plans(conn, [p])
 
     def _write_plans(
@@ -633,142 +423,23 @@ class PostgresStore(PgReader):
                 raise RetryTransaction  # another commit inserted one of these keys
         with conn.cursor() as cur:
             if updates:
-                cur.executemany(
-                    "UPDATE items SET data = %s, content_hash = %s, last_scraped = %s, "
-                    "parts = %s, row_id = coalesce(%s, row_id), "
-                    "declared_complete = coalesce(%s, declared_complete), "
-                    "source_type = coalesce(%s, source_type), "
-                    "source_id = coalesce(%s, source_id) WHERE dedupe_key = %s",
-                    updates,
-                )
+                cur.executemany(POSTGRES.q(ITEM_UPDATE), updates)
             if relinks:
                 cur.executemany("UPDATE items SET row_id = %s WHERE dedupe_key = %s", relinks)
         return {i[0] for i in inserts}
 
-    def _recompute(
-        self, conn: psycopg.Connection[Any], keys: Iterable[str], fresh: Iterable[str] = ()
-    ) -> list[str]:
-        """Recompute ``complete`` of those items from the rows; return the keys that
-        became complete. Only items whose value changes are written."""
-        completed: list[str] = []
-        new_keys = set(fresh)
-        for chunk in _chunks(sorted(set(keys)), CHUNK):
-            got = conn.execute(
-                f"SELECT dedupe_key, complete, {_COMPLETE_EXPR} FROM items "
-                "WHERE dedupe_key = ANY(%s)",
-                (list(chunk),),
-            ).fetchall()
-            flips = [(int(now), key) for key, was, now in got if bool(was) != bool(now)]
-            if flips:
-                with conn.cursor() as cur:
-                    cur.executemany("UPDATE items SET complete = %s WHERE dedupe_key = %s", flips)
-            completed += [key for key, _, now in got if now and (key in new_keys)]
-            completed += [key for now, key in flips if now and key not in new_keys]
-        return sorted(completed)
+    # hooks of the one-by-one path (write.Writer._apply_outcome) -----------------
+    def _store_response(self, conn: psycopg.Connection[Any], outcome: Outcome, now: str) -> int:
+        return self._write_responses(conn, [outcome], now).get(outcome.row_id, 0)
 
-    def decide_hold(self, key: str, accept: bool) -> Hold:
-        """Accept or reject the ``review_required`` candidate of ``key`` (as
-        :func:`framework.workspace.holds.decide`): accepted, it becomes the item, the
-        sub-tab data the item merged kept; rejected, it is dropped."""
-        now = self._clock()
+    def _log_attempt(
+        self, conn: psycopg.Connection[Any], outcome: Outcome, marks: Marks, attempt: int, now: str
+    ) -> int:
+        return self._write_attempts(conn, [(outcome, marks, attempt)], now)[outcome.row_id]
 
-        def work(conn: psycopg.Connection[Any]) -> Hold:
-            got = conn.execute(
-                _HOLD_SQL.format(where="WHERE h.dedupe_key = %s") + " FOR UPDATE OF h", (key,)
-            ).fetchone()
-            hold = None if got is None else _to_hold(got)
-            if hold is None or hold.status != holds.REVIEW:
-                what = f"held as {hold.status}" if hold else "not held"
-                raise UsageError(f"{key}: {what}, nothing to review (see `framework review`)")
-            if accept:
-                row = conn.execute(
-                    "SELECT data, parts FROM items WHERE dedupe_key = %s FOR UPDATE", (key,)
-                ).fetchone()
-                data = dict(hold.data)
-                if row is not None:
-                    parts = json.loads(row[1]) if row[1] else []
-                    itemplan.keep_parts(data, json.loads(row[0]), parts)
-                    conn.execute(
-                        "UPDATE items SET data = %s, content_hash = %s, last_scraped = %s "
-                        "WHERE dedupe_key = %s",
-                        (canonical_json(data), content_hash(data), now, key),
-                    )
-            conn.execute("DELETE FROM holds WHERE dedupe_key = %s", (key,))
-            return hold
-
-        return self._run(work)
-
-    def requeue(self, which: RequeueFilter, max_attempts: int) -> int:
-        """As :meth:`SqliteStore.requeue`: matching rows back to pending with a fresh
-        attempt budget (history kept)."""
-        where = ["status <> 'pending'"]
-        params: list[Any] = [self._clock()]
-        if which.errors or which.exhausted:
-            where.append("status = 'error'")
-        if which.exhausted:
-            where.append("(attempts >= %s OR retryable = 0)")
-            params.append(max_attempts)
-        if which.kind is not None:
-            where.append("kind = %s")
-            params.append(which.kind)
-        if which.url_contains:
-            where.append("strpos(url, %s) > 0")
-            params.append(which.url_contains)
-
-        def work(conn: psycopg.Connection[Any]) -> int:
-            got = conn.execute(
-                "UPDATE rows SET status = 'pending', attempts = 0, retryable = 1, "
-                f"updated_at = %s WHERE {' AND '.join(where)} RETURNING id, item_key",
-                params,
-            ).fetchall()
-            ids = [int(r[0]) for r in got]
-            keys = {r[1] for r in got if r[1] is not None}
-            for chunk in _chunks(ids, CHUNK):
-                keys.update(
-                    k
-                    for (k,) in conn.execute(
-                        "SELECT dedupe_key FROM items WHERE row_id = ANY(%s)", (list(chunk),)
-                    )
-                )
-            self._recompute(conn, keys)
-            return len(ids)
-
-        n = self._run(work)
+    def _after_bulk(self, n: int) -> None:
         if n > COMPACT_EVERY:
             self._compact()  # each requeued row added two deltas to the tally
-        return n
-
-    def refund(self, attempts: Mapping[int, int]) -> None:
-        if not attempts:
-            return
-
-        def work(conn: psycopg.Connection[Any]) -> None:
-            with conn.cursor() as cur:
-                cur.executemany(
-                    "UPDATE rows SET attempts = greatest(0, attempts - %s) WHERE id = %s",
-                    [(n, row_id) for row_id, n in sorted(attempts.items())],
-                )
-
-        self._run(work)
-
-    def reset_rows(self) -> None:
-        def work(conn: psycopg.Connection[Any]) -> None:
-            conn.execute(
-                "INSERT INTO meta (key, value) VALUES (%s, %s) "
-                "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-                (ROWS_RESET_META, self._clock()),
-            )
-            conn.execute("DELETE FROM attempts")
-            conn.execute("DELETE FROM responses")
-            conn.execute("DELETE FROM rows")
-            conn.execute("UPDATE items SET row_id = NULL WHERE row_id IS NOT NULL")
-            # what the deleted pages were read with says nothing of the next ones
-            conn.execute(
-                "DELETE FROM meta WHERE left(key, %s) = %s",
-                (len(READ_WITH_META), READ_WITH_META),
-            )
-
-        self._run(work)
 
 
 if TYPE_CHECKING:

@@ -2,9 +2,10 @@
 
 Owns what every PostgreSQL store method stands on: the schema (DDL, the version kept in
 the ``meta`` table, its creation and migration), one connection per thread, short
-transactions retried on a deadlock or a serialization failure, and meta keys. It holds
-no queue or item logic (:mod:`framework.workspace.postgres`) and no lease logic
-(:mod:`framework.workspace.postgres_leases`).
+transactions retried on a deadlock or a serialization failure, the tallies' folding.
+It holds no queue or item logic (:mod:`framework.workspace.write`,
+:mod:`framework.workspace.postgres`), no reads (:mod:`framework.workspace.read`) and no
+lease logic (:mod:`framework.workspace.postgres_leases`).
 
 The driver is psycopg 3 (the ``postgres`` extra). It is imported when a store is opened,
 never when :mod:`framework` is imported, so an embedded (SQLite) install does not need it.
@@ -16,13 +17,13 @@ database or schema per job, named by the URL (``?options=-csearch_path=job1``).
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Self, TypeVar
 
 from framework.errors import WorkspaceError
 from framework.workspace.jsonl import redact_url
-from framework.workspace.sqlite_base import utc_now
+from framework.workspace.sql import utc_now
 
 if TYPE_CHECKING:
     import psycopg
@@ -442,7 +443,8 @@ class PgBase:
             if version == PG_SCHEMA_VERSION:
                 return
             if version == 0:
-                if conn.execute("SELECT to_regclass('rows') IS NOT NULL").fetchone()[0]:  # type: ignore[index]
+                got = conn.execute("SELECT to_regclass('rows') IS NOT NULL").fetchone()
+                if got and got[0]:
                     raise WorkspaceError(f"{self.where}: has a `rows` table but no schema version")
                 for statement in _SCHEMA.split(";"):
                     if statement.strip():
@@ -456,35 +458,6 @@ class PgBase:
                 "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
                 (str(PG_SCHEMA_VERSION),),
             )
-
-    # meta --------------------------------------------------------------------
-    def get_meta(self, key: str) -> str | None:
-        got = self._conn().execute("SELECT value FROM meta WHERE key = %s", (key,)).fetchone()
-        return None if got is None else str(got[0])
-
-    def set_meta(self, key: str, value: str) -> None:
-        self.set_metas({key: value})
-
-    def set_metas(self, values: Mapping[str, str]) -> None:
-        """Set several meta keys in one transaction."""
-        with self._tx() as conn, conn.cursor() as cur:
-            cur.executemany(
-                "INSERT INTO meta (key, value) VALUES (%s, %s) "
-                "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-                list(values.items()),
-            )
-
-    def metas(self, prefix: str) -> dict[str, str]:
-        # not LIKE: a prefix may hold `_` or `%`; not a range: the column's collation
-        # need not order by code point (the table is a few keys: a scan)
-        got = self._conn().execute(
-            "SELECT key, value FROM meta WHERE left(key, %s) = %s", (len(prefix), prefix)
-        )
-        return {str(k): str(v) for k, v in got}
-
-    def delete_metas(self, keys: Sequence[str]) -> None:
-        with self._tx() as conn, conn.cursor() as cur:
-            cur.executemany("DELETE FROM meta WHERE key = %s", [(k,) for k in keys])
 
 
 __all__ = ["PG_SCHEMA_VERSION", "PgBase", "RetryTransaction"]

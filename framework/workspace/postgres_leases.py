@@ -1,10 +1,10 @@
 """Claims with leases on a PostgreSQL workspace: the protocol of
 :mod:`framework.workspace.leases` (docs/scaling.md) for workers on many machines.
 
-Owns the lease steps on :class:`~framework.workspace.postgres.PostgresStore`, with the
-API of the SQLite :class:`~framework.workspace.leases.Leases` (register, claim,
-claim_ids, token, done, heartbeat, others_working, stop; and :func:`reset`,
-:func:`workers`, :func:`leased_rows`), so the crawl can drive either. What differs:
+Owns the lease steps whose SQL is PostgreSQL's own; the others (register, token,
+done, heartbeat, others_working, stop; and :func:`reset`, :func:`workers`,
+:func:`leased_rows`) are :class:`~framework.workspace.leases.LeaseSteps`'s, the same
+on both engines, so the crawl can drive either. What differs:
 
 * **The claim** is ``SELECT ... ORDER BY id LIMIT n FOR UPDATE SKIP LOCKED`` feeding
   the UPDATE that writes the lease, in one statement: two workers claiming at the same
@@ -15,19 +15,18 @@ claim_ids, token, done, heartbeat, others_working, stop; and :func:`reset`,
   move time by hand, as they do for the SQLite side).
 * **The fencing token** comes from the ``lease_tokens`` sequence: unique per claim and
   only growing, across every connection. The fence itself is in the store's commit
-  (:data:`framework.workspace.postgres._OUTCOME_UPDATE`).
+  (:data:`framework.workspace.sql.OUTCOME_UPDATE`, ``_GROUP_WRITE`` in
+  :mod:`framework.workspace.postgres`).
 """
 
 from __future__ import annotations
 
-import os
-import socket
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from framework.workspace.leases import LEASE_SECONDS, Worker, pid_alive
+from framework.workspace.leases import LEASE_SECONDS, LeaseSteps, leased_rows, reset, workers
 from framework.workspace.records import Row
-from framework.workspace.sqlite_base import _row_cols_of, _to_row
+from framework.workspace.sql import row_cols_of, to_row
 
 if TYPE_CHECKING:
     import psycopg
@@ -43,7 +42,7 @@ _FREE = (
     "OR lease_owner IN (SELECT id FROM workers WHERE stopped_at IS NOT NULL)) "
     "AND (lease_owner IS DISTINCT FROM %(me)s OR NOT (id = ANY(%(held)s::bigint[])))"
 )
-_ROW_COLS_OF_ROWS = _row_cols_of("rows")
+_ROW_COLS_OF_ROWS = row_cols_of("rows")
 
 # Two pickers in one statement: the `first` kinds (through the (kind, status) index),
 # then any open row for the room left. SKIP LOCKED: rows another worker is claiming
@@ -77,15 +76,11 @@ def _renewal(conn: psycopg.Connection[Any]) -> None:
     conn.execute("SET LOCAL synchronous_commit = off")
 
 
-def _db_now(conn: psycopg.Connection[Any]) -> float:
-    got = conn.execute("SELECT extract(epoch FROM now())::float8").fetchone()
-    assert got is not None
-    return float(got[0])
-
-
-class PgLeases:
+class PgLeases(LeaseSteps):
     """One worker's side of the protocol on one PostgreSQL store. Build, then
     :meth:`register`."""
+
+    store: PostgresStore
 
     def __init__(
         self,
@@ -94,46 +89,10 @@ class PgLeases:
         *,
         clock: Callable[[], float] | None = None,
     ) -> None:
-        if not lease_seconds > 0:
-            raise ValueError(f"a lease lasts more than 0 seconds, not {lease_seconds!r}")
-        self.store = store
-        self.lease_seconds = lease_seconds
-        self.clock = clock  # None: the database's clock
-        self.worker_id = 0
-        self.tokens: dict[int, int] = {}  # row id -> the token this worker holds it by
+        super().__init__(store, lease_seconds, clock=clock)
 
-    def _now(self, conn: psycopg.Connection[Any]) -> float:
-        return self.clock() if self.clock is not None else _db_now(conn)
-
-    def register(self) -> int:
-        def work(conn: psycopg.Connection[Any]) -> int:
-            now = self._now(conn)
-            got = conn.execute(
-                "INSERT INTO workers (host, pid, started_at, heartbeat_at) "
-                "VALUES (%s, %s, %s, %s) RETURNING id",
-                (socket.gethostname(), os.getpid(), now, now),
-            ).fetchone()
-            assert got is not None
-            return int(got[0])
-
-        self.worker_id = self.store._run(work)
-        return self.worker_id
-
-    def _dead(self, conn: psycopg.Connection[Any], now: float) -> None:
-        """Mark stopped the workers of this host whose pid is gone: their rows are then
-        claimable at once (a stopped owner's lease counts as free)."""
-        gone = [
-            int(wid)
-            for wid, pid in conn.execute(
-                "SELECT id, pid FROM workers WHERE stopped_at IS NULL AND host = %s AND id <> %s",
-                (socket.gethostname(), self.worker_id),
-            )
-            if not pid_alive(int(pid))
-        ]
-        if gone:
-            conn.execute(
-                "UPDATE workers SET stopped_at = %s WHERE id = ANY(%s)", (now, sorted(gone))
-            )
+    def _renewal(self, conn: psycopg.Connection[Any]) -> None:
+        _renewal(conn)
 
     def claim(self, limit: int, max_attempts: int, first: Sequence[str] = ()) -> list[Row]:
         """Take up to ``limit`` open rows that nobody live holds: those of the kinds in
@@ -159,7 +118,7 @@ class PgLeases:
                     "until": now + self.lease_seconds,
                 },
             ).fetchall()
-            taken = [(_to_row(r[:-1]), int(r[-1])) for r in got]
+            taken = [(to_row(r[:-1]), int(r[-1])) for r in got]
             return sorted(taken, key=lambda p: (p[0].kind not in kinds, p[0].id))
 
         taken = self.store._run(work)
@@ -197,118 +156,6 @@ class PgLeases:
             self.tokens[rid] = token
         return {rid for rid, _ in taken}
 
-    def token(self, row_id: int) -> int | None:
-        return self.tokens.get(row_id)
 
-    def done(self, row_id: int) -> None:
-        """The row's outcome is settled here (committed, or refused): forget its token."""
-        self.tokens.pop(row_id, None)
-
-    def heartbeat(self) -> set[int]:
-        """Renew every lease this worker still owns; return the rows it has lost (their
-        lease was taken over while it was away): their commits will be refused."""
-
-        def work(conn: psycopg.Connection[Any]) -> set[int]:
-            _renewal(conn)
-            now = self._now(conn)
-            conn.execute(
-                "UPDATE workers SET heartbeat_at = %s WHERE id = %s", (now, self.worker_id)
-            )
-            got = conn.execute(
-                "UPDATE rows SET lease_expires_at = %s WHERE lease_owner = %s RETURNING id",
-                (now + self.lease_seconds, self.worker_id),
-            ).fetchall()
-            return {int(rid) for (rid,) in got}
-
-        kept = self.store._run(work)
-        return {rid for rid in self.tokens if rid not in kept}
-
-    def others_working(self, max_attempts: int) -> bool:
-        """Whether another live worker holds an open row (see
-        :meth:`framework.workspace.leases.Leases.others_working`)."""
-        conn = self.store._conn()
-        now = self.clock() if self.clock is not None else _db_now(conn)
-        got = conn.execute(
-            "SELECT 1 FROM rows WHERE lease_owner IS NOT NULL AND lease_owner <> %(me)s "
-            f"AND lease_expires_at >= %(now)s AND {_OPEN} "
-            "AND lease_owner NOT IN (SELECT id FROM workers WHERE stopped_at IS NOT NULL) "
-            "LIMIT 1",
-            {"me": self.worker_id, "now": now, "max": max_attempts},
-        ).fetchone()
-        return got is not None
-
-    def stop(self) -> None:
-        """Release this worker's leases and mark it stopped."""
-
-        def work(conn: psycopg.Connection[Any]) -> None:
-            now = self._now(conn)
-            conn.execute(
-                "UPDATE rows SET lease_owner = NULL, lease_expires_at = NULL "
-                "WHERE lease_owner = %s",
-                (self.worker_id,),
-            )
-            conn.execute("UPDATE workers SET stopped_at = %s WHERE id = %s", (now, self.worker_id))
-
-        self.store._run(work)
-        self.tokens.clear()
-
-
-def reset(store: PostgresStore) -> int:
-    """Free every lease and mark every worker stopped; return the leases freed. Only for
-    a process that knows no worker runs (see :func:`framework.workspace.leases.reset`)."""
-
-    def work(conn: psycopg.Connection[Any]) -> int:
-        cur = conn.execute(
-            "UPDATE rows SET lease_owner = NULL, lease_expires_at = NULL "
-            "WHERE lease_owner IS NOT NULL"
-        )
-        conn.execute(
-            "UPDATE workers SET stopped_at = extract(epoch FROM now()) WHERE stopped_at IS NULL"
-        )
-        return int(cur.rowcount)
-
-    return store._run(work)
-
-
-def workers(store: PostgresStore, limit: int = 20) -> list[Worker]:
-    """The latest workers (newest first) with the open rows each holds."""
-    conn = store._conn()
-    held = {
-        int(owner): int(n)
-        for owner, n in conn.execute(
-            "SELECT lease_owner, count(*) FROM rows WHERE lease_owner IS NOT NULL "
-            "AND status <> 'ok' GROUP BY lease_owner"
-        )
-    }
-    return [
-        Worker(
-            id=int(wid),
-            host=host,
-            pid=int(pid),
-            started_at=started,
-            heartbeat_at=beat,
-            stopped_at=stopped,
-            leased=held.get(int(wid), 0),
-        )
-        for wid, host, pid, started, beat, stopped in conn.execute(
-            "SELECT id, host, pid, started_at, heartbeat_at, stopped_at FROM workers "
-            "ORDER BY id DESC LIMIT %s",
-            (limit,),
-        )
-    ]
-
-
-def leased_rows(store: PostgresStore) -> int:
-    """Open rows under a lease that has not expired (by the database's clock)."""
-    got = (
-        store._conn()
-        .execute(
-            "SELECT count(*) FROM rows WHERE lease_owner IS NOT NULL AND status <> 'ok' "
-            "AND lease_expires_at >= extract(epoch FROM now())"
-        )
-        .fetchone()
-    )
-    return int(got[0]) if got else 0
-
-
+# the same steps on either store (leases.py), importable from here as before
 __all__ = ["PgLeases", "leased_rows", "reset", "workers"]

@@ -1,128 +1,27 @@
-"""Reads of the PostgreSQL workspace store: queue rows, attempts, items, counts, stored
-responses, held candidates and fill counts.
+"""Reads of the PostgreSQL workspace store whose SQL is PostgreSQL's own: the counts
+read from the tallies, stored responses by key, fill counts.
 
-Owns every query that only reads, with the results of
-:class:`framework.workspace.sqlite_read.SqliteReader`'s. Each streams by keyset in
-bounded chunks (:data:`CHUNK`) and keeps no cursor open between chunks, so a caller may
-commit while it iterates. It never writes.
+The reads both engines share are :class:`framework.workspace.read.Reader`'s, with the
+same results. Each streams by keyset in bounded chunks (:data:`CHUNK`) and keeps no
+cursor open between chunks, so a caller may commit while it iterates. It never writes.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator
 from typing import Any
 
 from framework.errors import WorkspaceError
-from framework.workspace.holds import Hold
 from framework.workspace.postgres_base import PgBase
-from framework.workspace.records import Link, Row, RowStatus, StoredItem, StoredResponse
-from framework.workspace.sqlite_base import (
-    _ITEM_COLS,
-    _ROW_COLS,
-    CHUNK,
-    _chunks,
-    _row_cols_of,
-    _to_item,
-    _to_row,
-)
-
-_HOLD_SQL = (
-    "SELECT h.dedupe_key, h.status, h.source_type, h.source_id, h.data, h.reasons, "
-    "h.row_id, h.first_held, h.last_held, "
-    "EXISTS (SELECT 1 FROM items i WHERE i.dedupe_key = h.dedupe_key) "
-    "FROM holds h {where} ORDER BY h.dedupe_key"
-)
+from framework.workspace.read import Reader
+from framework.workspace.records import Row, RowStatus, StoredResponse
+from framework.workspace.sql import CHUNK, POSTGRES, ROW_COLS, Dialect, row_cols_of, to_row
 
 
-def _to_hold(row: Sequence[Any]) -> Hold:
-    return Hold(
-        dedupe_key=row[0],
-        status=row[1],
-        source_type=row[2],
-        source_id=row[3],
-        data=json.loads(row[4]),
-        reasons=json.loads(row[5]),
-        row_id=row[6],
-        first_held=row[7],
-        last_held=row[8],
-        has_item=bool(row[9]),
-    )
-
-
-class PgReader(PgBase):
+class PgReader(PgBase, Reader):
     """The reading half of :class:`framework.workspace.postgres.PostgresStore`."""
 
-    def _page(self, sql: str, params: Sequence[Any]) -> Iterator[Sequence[Any]]:
-        """Keyset pagination over ``sql``, whose ``{after}`` slot takes ``AND id > %s``
-        and which ends with ``ORDER BY id LIMIT CHUNK`` (id is its first column). No
-        cursor stays open between chunks, so the caller may commit meanwhile."""
-        last: Any = None
-        while True:
-            if last is None:
-                chunk = self._conn().execute(sql.format(after=""), params).fetchall()
-            else:
-                chunk = (
-                    self._conn().execute(sql.format(after="AND id > %s"), [*params, last])
-                ).fetchall()
-            yield from chunk
-            if len(chunk) < CHUNK:
-                return
-            last = chunk[-1][0]
-
-    def resumable(self, max_attempts: int) -> Iterator[Row]:
-        sql = (
-            f"SELECT {_ROW_COLS} FROM rows WHERE status <> 'ok' "
-            "AND (status = 'pending' OR (retryable = 1 AND attempts < %s)) {after} "
-            f"ORDER BY id LIMIT {CHUNK}"
-        )
-        for r in self._page(sql, [max_attempts]):
-            yield _to_row(r)
-
-    def get_row(self, row_id: int) -> Row | None:
-        got = self._conn().execute(f"SELECT {_ROW_COLS} FROM rows WHERE id = %s", (row_id,))
-        row = got.fetchone()
-        return None if row is None else _to_row(row)
-
-    def max_row_id(self) -> int:
-        got = self._conn().execute("SELECT coalesce(max(id), 0) FROM rows").fetchone()
-        return int(got[0]) if got else 0
-
-    def iter_rows(self, status: RowStatus | None = None, kind: str | None = None) -> Iterator[Row]:
-        where, params = ["TRUE"], []
-        if status is not None:
-            where.append("status = %s")
-            params.append(RowStatus(status).value)
-        if kind is not None:
-            where.append("kind = %s")
-            params.append(kind)
-        sql = (
-            f"SELECT {_ROW_COLS} FROM rows WHERE {' AND '.join(where)} {{after}} "
-            f"ORDER BY id LIMIT {CHUNK}"
-        )
-        for r in self._page(sql, params):
-            yield _to_row(r)
-
-    def iter_links(self, parents: Collection[int]) -> Iterator[Link]:
-        # as SQLite's: ids and parents first (no index on parent_id; the pages asked
-        # about may be a million, too many to send with every keyset page), then the
-        # rows of those found
-        sql = (
-            "SELECT id, parent_id FROM rows WHERE parent_id IS NOT NULL {after} "
-            f"ORDER BY id LIMIT {CHUNK}"
-        )
-        ids = [r[0] for r in self._page(sql, []) if r[1] in parents]
-        for chunk in _chunks(ids, CHUNK):
-            for r in (
-                self._conn()
-                .execute(
-                    "SELECT id, parent_id, kind, method, url, body, status FROM rows "
-                    "WHERE id = ANY(%s) ORDER BY id",
-                    [chunk],
-                )
-                .fetchall()
-            ):
-                yield Link(r[0], r[1], r[2], r[3], r[4], r[5], RowStatus(r[6]))
+    dialect: Dialect = POSTGRES
 
     # The counts status shows are read from the tallies the triggers keep (postgres_base
     # _TALLIES: O(kinds), not O(rows)); a database not migrated yet, opened read-only,
@@ -158,46 +57,19 @@ class PgReader(PgBase):
         assert got is not None
         return {"pending": int(got[0]), "retryable": int(got[1]), "exhausted": int(got[2])}
 
-    def exhausted(self, max_attempts: int, limit: int | None = None) -> list[Row]:
-        sql = (
-            f"SELECT {_ROW_COLS} FROM rows WHERE status = 'error' "
-            "AND (retryable = 0 OR attempts >= %s) ORDER BY id"
-        )
-        params: list[Any] = [max_attempts]
-        if limit is not None:
-            sql += " LIMIT %s"
-            params.append(limit)
-        return [_to_row(r) for r in self._conn().execute(sql, params)]
-
-    def attempts(self, row_id: int) -> list[Mapping[str, Any]]:
-        cur = self._conn().execute(
-            "SELECT n, attempt, time, outcome, http_status, error_kind, error FROM attempts "
-            "WHERE row_id = %s ORDER BY n",
-            (row_id,),
-        )
-        names = [d.name for d in cur.description or ()]
-        return [dict(zip(names, r, strict=True)) for r in cur]
-
-    def failures(self, row_id: int) -> int:
-        got = self._conn().execute(
-            "SELECT count(*) FROM attempts WHERE row_id = %s AND outcome = 'error'", (row_id,)
-        )
-        row = got.fetchone()
-        return int(row[0]) if row else 0
-
     def misbehaving(self, limit: int = 10) -> list[Row]:
         # O(failed attempts): the rows are fetched by primary key (= ANY(ARRAY(...)));
         # a plain join let the planner hash the whole rows table (seconds at 10M rows)
         cur = self._conn().execute(
             "WITH f AS MATERIALIZED (SELECT row_id, count(*) AS n FROM attempts "
             "WHERE outcome = 'error' GROUP BY row_id) "
-            f"SELECT {_row_cols_of('r')} "
+            f"SELECT {row_cols_of('r')} "
             "FROM rows r JOIN f ON f.row_id = r.id "
             "WHERE r.id = ANY(ARRAY(SELECT row_id FROM f)) "
             "ORDER BY r.status = 'error' DESC, f.n DESC, r.id LIMIT %s",
             (limit,),
         )
-        return [_to_row(r) for r in cur]
+        return [to_row(r) for r in cur]
 
     def item_counts(self) -> dict[str, int]:
         table = (
@@ -212,73 +84,6 @@ class PgReader(PgBase):
         row = got.fetchone()
         assert row is not None
         return {"complete": int(row[0]), "incomplete": int(row[1])}
-
-    def incomplete_keys(self, limit: int) -> list[str]:
-        cur = self._conn().execute(
-            "SELECT dedupe_key FROM items WHERE complete = 0 ORDER BY dedupe_key LIMIT %s",
-            (limit,),
-        )
-        return [k for (k,) in cur]
-
-    def iter_items(
-        self,
-        complete_only: bool = True,
-        after: str | None = None,
-        only: Sequence[str] | None = None,
-    ) -> Iterator[StoredItem]:
-        where = "complete = 1" if complete_only else "TRUE"
-        if only is not None:
-            keys = sorted({k for k in only if after is None or k > after})
-            for chunk in _chunks(keys, CHUNK):
-                rows = (
-                    self._conn()
-                    .execute(
-                        f"SELECT {_ITEM_COLS} FROM items WHERE {where} "
-                        "AND dedupe_key = ANY(%s) ORDER BY dedupe_key",
-                        (list(chunk),),
-                    )
-                    .fetchall()
-                )
-                yield from (_to_item(r) for r in rows)
-            return
-        last = after
-        while True:
-            if last is None:
-                cur = self._conn().execute(
-                    f"SELECT {_ITEM_COLS} FROM items WHERE {where} ORDER BY dedupe_key "
-                    f"LIMIT {CHUNK}"
-                )
-            else:
-                cur = self._conn().execute(
-                    f"SELECT {_ITEM_COLS} FROM items WHERE {where} AND dedupe_key > %s "
-                    f"ORDER BY dedupe_key LIMIT {CHUNK}",
-                    (last,),
-                )
-            rows = cur.fetchall()
-            yield from (_to_item(r) for r in rows)
-            if len(rows) < CHUNK:
-                return
-            last = rows[-1][0]
-
-    def get_item(self, dedupe_key: str) -> StoredItem | None:
-        got = self._conn().execute(
-            f"SELECT {_ITEM_COLS} FROM items WHERE dedupe_key = %s", (dedupe_key,)
-        )
-        row = got.fetchone()
-        return None if row is None else _to_item(row)
-
-    def ok_attempts(self, row_ids: Sequence[int]) -> dict[int, int]:
-        """How many ``ok`` attempts each of those rows has in its history (rows without
-        one, or missing altogether, are absent)."""
-        found: dict[int, int] = {}
-        for chunk in _chunks(sorted(set(row_ids)), CHUNK):
-            for row_id, n in self._conn().execute(
-                "SELECT row_id, count(*) FROM attempts WHERE outcome = 'ok' "
-                "AND row_id = ANY(%s) GROUP BY row_id",
-                (list(chunk),),
-            ):
-                found[int(row_id)] = int(n)
-        return found
 
     def quick_check(self) -> str | None:
         """None: PostgreSQL checks its own pages (there is no file of ours to check)."""
@@ -311,9 +116,9 @@ class PgReader(PgBase):
             if not ids:
                 return
             rows = {
-                int(r[0]): _to_row(r)
+                int(r[0]): to_row(r)
                 for r in self._conn().execute(
-                    f"SELECT {_ROW_COLS} FROM rows WHERE id = ANY(%s) AND kind <> ALL(%s)",
+                    f"SELECT {ROW_COLS} FROM rows WHERE id = ANY(%s) AND kind <> ALL(%s)",
                     (ids, skip),
                 )
             }
@@ -342,9 +147,9 @@ class PgReader(PgBase):
         for start in range(0, len(wanted), CHUNK):
             chunk = wanted[start : start + CHUNK]
             rows = {
-                int(r[0]): _to_row(r)
+                int(r[0]): to_row(r)
                 for r in self._conn().execute(
-                    f"SELECT {_ROW_COLS} FROM rows WHERE id = ANY(%s)", (chunk,)
+                    f"SELECT {ROW_COLS} FROM rows WHERE id = ANY(%s)", (chunk,)
                 )
             }
             for row_id, url, final_url, status, ctype, codec, body, size in self._conn().execute(
@@ -356,20 +161,6 @@ class PgReader(PgBase):
                 if codec != "zlib":
                     raise WorkspaceError(f"{self.where}: a stored response in codec {codec!r}")
                 yield row, StoredResponse(row.id, url, final_url, status, ctype, bytes(body), size)
-
-    def items_of_rows(self, row_ids: Collection[int]) -> list[tuple[int, str, str, str | None]]:
-        """As :meth:`SqliteReader.items_of_rows`."""
-        wanted = sorted(row_ids)
-        out: list[tuple[int, str, str, str | None]] = []
-        for start in range(0, len(wanted), CHUNK):
-            out.extend(
-                (int(r), k, d, p)
-                for r, k, d, p in self._conn().execute(
-                    "SELECT row_id, dedupe_key, data, parts FROM items WHERE row_id = ANY(%s)",
-                    (wanted[start : start + CHUNK],),
-                )
-            )
-        return out
 
     def responses_of(self, kinds: Collection[str]) -> int:
         """How many stored responses belong to rows of ``kinds``."""
@@ -419,27 +210,6 @@ class PgReader(PgBase):
         ):
             out.setdefault(kind, {"records": 0, "fields": {}})["fields"][key] = int(filled)
         return out
-
-    def hold_counts(self) -> dict[str, Any]:
-        """Held keys by status, and by broken rule (``field: rule``, the first one)."""
-        out: dict[str, Any] = {"total": 0, "by_status": {}, "by_rule": {}}
-        conn = self._conn()
-        for status, n in conn.execute("SELECT status, count(*) FROM holds GROUP BY status"):
-            out["by_status"][status] = int(n)
-            out["total"] += int(n)
-        for (reasons,) in conn.execute("SELECT reasons FROM holds"):
-            for r in json.loads(reasons)[:1]:
-                name = f"{r.get('field')}: {r.get('rule')}"
-                out["by_rule"][name] = out["by_rule"].get(name, 0) + 1
-        return out
-
-    def iter_holds(self, status: str | None = None, key: str | None = None) -> Iterator[Hold]:
-        """Every hold (of ``status``; of ``key``), in key order."""
-        conds = [(c, v) for c, v in (("h.status = %s", status), ("h.dedupe_key = %s", key)) if v]
-        where = ("WHERE " + " AND ".join(c for c, _ in conds)) if conds else ""
-        got = self._conn().execute(_HOLD_SQL.format(where=where), tuple(v for _, v in conds))
-        for row in got.fetchall():
-            yield _to_hold(row)
 
 
 __all__ = ["PgReader"]

@@ -1,12 +1,14 @@
 """The embedded :class:`~framework.workspace.store.Store`: one SQLite file in WAL mode.
 
-Owns the writes to ``state.sqlite``: seed, the one-transaction ``commit`` of a page's
-outcome (``commit_many``: of a group of pages' outcomes), item upserts and part
-merges, the completeness recomputation, requeue and reset. Connections, schema and
-transactions are :mod:`framework.workspace.sqlite_base`'s; the reads are
-:mod:`framework.workspace.sqlite_read`'s. It never writes the JSONL logs, never takes
-workspace locks and knows nothing of Scrapy. The on-disk format is the contract
-documented in ``docs/workspace.md``.
+Owns the writes to ``state.sqlite`` whose SQL is SQLite's own: the group commit
+(``commit_many``, with its fast path for plain reparses), multi-row inserts of found
+rows, attempts, stored bodies and item upserts. The writes both engines share (seed,
+the one-transaction commit of one outcome, the completeness recomputation, requeue,
+refund, reset) are :class:`framework.workspace.write.Writer`'s; connections, schema and
+transactions :mod:`framework.workspace.sqlite_base`'s; the reads
+:mod:`framework.workspace.read`'s and :mod:`framework.workspace.sqlite_read`'s. It
+never writes the JSONL logs, never takes workspace locks and knows nothing of Scrapy.
+The on-disk format is the contract documented in ``docs/workspace.md``.
 
 Durability: WAL with ``synchronous=NORMAL``. A transaction is appended to the WAL and
 committed before :meth:`SqliteStore.commit` returns; the WAL is only fsynced at
@@ -26,51 +28,33 @@ commit while it iterates.
 
 from __future__ import annotations
 
-import json
 import sqlite3
 import zlib
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-from framework.errors import WorkspaceError
-from framework.workspace import carry, holds, itemplan
-from framework.workspace.leases import FENCE_SET, FENCE_WHERE
-from framework.workspace.records import (
-    CommitResult,
-    ErrorKind,
-    NewRow,
-    Outcome,
-    ResponseWrite,
-    Row,
-    RowStatus,
-    canonical_json,
-)
-from framework.workspace.sqlite_base import (
-    _COMPLETE_EXPR,
-    _INSERT_COLS,
-    _N_INSERT,
-    CHECKPOINT_EVERY,
+from framework.workspace import holds, itemplan
+from framework.workspace.records import CommitResult, Marks, NewRow, Outcome, Row, RowStatus
+from framework.workspace.sql import (
     CHUNK,
-    READ_WITH_META,
-    ROWS_RESET_META,
-    _chunks,
-    _marks,
+    INSERT_COLS,
+    ITEM_UPDATE,
+    N_INSERT,
+    SQLITE,
+    Prepared,
+    chunks,
+    marks,
+    pending_rows,
+    prepare_rows,
     utc_now,
 )
+from framework.workspace.sqlite_base import CHECKPOINT_EVERY
 from framework.workspace.sqlite_read import SqliteReader
-from framework.workspace.store import RequeueFilter
-
-# an item's new content (itemplan.ItemPlan.updates); None keeps the stored value
-_ITEM_UPDATE = (
-    "UPDATE items SET data = ?, content_hash = ?, last_scraped = ?, parts = ?, "
-    "row_id = coalesce(?, row_id), declared_complete = coalesce(?, declared_complete), "
-    "source_type = coalesce(?, source_type), source_id = coalesce(?, source_id) "
-    "WHERE dedupe_key = ?"
-)
+from framework.workspace.write import ItemsWritten, Writer
 
 
-class SqliteStore(SqliteReader):
+class SqliteStore(SqliteReader, Writer):
     """The Store contract on one SQLite file. Build with ``SqliteStore.open(path)``."""
 
     def _insert_rows(
@@ -80,77 +64,21 @@ class SqliteStore(SqliteReader):
         and exactly the rows that did not exist come back (duplicates inside the batch
         included)."""
         inserted: list[Row] = []
-        for chunk in _chunks(rows, CHUNK):
+        for chunk in chunks(rows, CHUNK):
             params: list[Any] = []
-            by_fp: dict[str, tuple[NewRow, str, int | None]] = {}
-            for new in chunk:
-                ctx = dict(new.context)
-                item_key = ctx.get("item_key")
-                fp = new.fingerprint
-                ctx_text = canonical_json(ctx) if ctx else "{}"
-                parent_id = new.parent_id if new.parent_id is not None else parent
-                by_fp.setdefault(fp, (new, ctx_text, parent_id))
-                params += [
-                    fp,
-                    new.kind,
-                    new.url,
-                    new.method.upper(),
-                    new.body,
-                    new.body_type,
-                    parent_id,
-                    RowStatus.PENDING.value,
-                    ctx_text,
-                    None if item_key is None else str(item_key),
-                    1 if item_key is not None and ctx.get("required", True) else 0,
-                    now,
-                    now,
-                ]
-            values = ",".join(f"({_marks(_N_INSERT)})" for _ in chunk)
+            by_fp: dict[str, Prepared] = {}
+            for prepared in prepare_rows([(parent, new) for new in chunk], now):
+                by_fp.setdefault(prepared[0][0], prepared)
+                params += prepared[0]
+            values = ",".join(f"({marks(N_INSERT)})" for _ in chunk)
             cur = conn.execute(
-                f"INSERT INTO rows ({_INSERT_COLS}) VALUES {values} "
+                f"INSERT INTO rows ({INSERT_COLS}) VALUES {values} "
                 "ON CONFLICT (fingerprint) DO NOTHING RETURNING id, fingerprint",
                 params,
             )
-            # Rows are built from what was inserted rather than read back: the same
-            # values, without a second decode of every column.
-            for row_id, fp in cur.fetchall():
-                new, ctx_text, parent_id = by_fp[fp]
-                inserted.append(
-                    Row(
-                        id=row_id,
-                        kind=new.kind,
-                        url=new.url,
-                        method=new.method.upper(),
-                        body=new.body,
-                        body_type=new.body_type,
-                        parent_id=parent_id,
-                        status=RowStatus.PENDING,
-                        attempts=0,
-                        retryable=True,
-                        last_error_kind=None,
-                        last_error=None,
-                        last_http_status=None,
-                        context=json.loads(ctx_text) if new.context else {},
-                        created_at=now,
-                        updated_at=now,
-                    )
-                )
+            inserted += [row for _, row in pending_rows(cur.fetchall(), by_fp, now)]
         inserted.sort(key=lambda row: row.id)
         return inserted
-
-    def seed(self, rows: Sequence[NewRow]) -> list[Row]:
-        now = self._clock()
-        with self._tx() as conn:
-            inserted = self._insert_rows(conn, rows, None, now)
-            keys = {str(r.context["item_key"]) for r in inserted if "item_key" in r.context}
-            self._recompute(conn, keys)
-        return inserted
-
-    def commit(self, outcome: Outcome) -> CommitResult:
-        (res,) = self.commit_many([outcome])
-        if res is None:
-            raise WorkspaceError(f"commit for row {outcome.row_id} refused")
-        return res
 
     def commit_many(self, outcomes: Sequence[Outcome]) -> list[CommitResult | None]:
         """Commit a group of outcomes in ONE transaction (group commit: the crawl's
@@ -203,7 +131,9 @@ class SqliteStore(SqliteReader):
             and not (o.new_rows or o.parts or o.holds or o.response)
             and o.lease_token is None
         ]
-        if not maybe or holds.any_held(conn):  # a stored item may settle a hold: the long way
+        if not maybe or holds.any_held(
+            conn, SQLITE
+        ):  # a stored item may settle a hold: the long way
             return {}
         seen: Counter[tuple[str, Any]] = Counter()
         for o in outcomes:
@@ -219,17 +149,17 @@ class SqliteStore(SqliteReader):
         rows: dict[int, tuple[Any, ...]] = {}
         before: dict[str, dict[str, Any]] = {}
         linked: dict[int, set[str]] = {}
-        for chunk in _chunks(ids, CHUNK):
-            marks = _marks(len(chunk))
+        for chunk in chunks(ids, CHUNK):
+            qs = marks(len(chunk))
             for row_id, *state in conn.execute(
                 "SELECT id, status, attempts, retryable, last_http_status, lease_owner, "
-                f"item_key FROM rows WHERE id IN ({marks})",
+                f"item_key FROM rows WHERE id IN ({qs})",
                 chunk,
             ):
                 rows[row_id] = tuple(state)
             for key, data, digest, names, row_id in conn.execute(
                 "SELECT dedupe_key, data, content_hash, parts, row_id FROM items "
-                f"WHERE row_id IN ({marks})",
+                f"WHERE row_id IN ({qs})",
                 chunk,
             ):
                 before[key] = itemplan.known(data, digest, names, row_id)
@@ -257,7 +187,7 @@ class SqliteStore(SqliteReader):
             plans[i] = (int(attempts), plan)
         touched = [outcomes[i].row_id for i, (_, plan) in plans.items() if plan.updates]
         if touched:
-            conn.executemany(_ITEM_UPDATE, [u for _, plan in plans.values() for u in plan.updates])
+            conn.executemany(ITEM_UPDATE, [u for _, plan in plans.values() for u in plan.updates])
             conn.executemany(
                 "UPDATE rows SET updated_at = ? WHERE id = ?", [(now, r) for r in touched]
             )
@@ -276,117 +206,8 @@ class SqliteStore(SqliteReader):
             for i, (attempts, plan) in plans.items()
         }
 
-    def _apply_outcome(
-        self,
-        conn: sqlite3.Connection,
-        outcome: Outcome,
-        now: str,
-        digests: itemplan.Digests | None = None,
-    ) -> CommitResult | None:
-        """Every write of one outcome, inside the caller's open transaction: the row's
-        status and attempt, its stored response, the rows it found, its items and holds,
-        and the completeness of the items it touches. The one place a per-outcome check
-        (a lease's fencing token) belongs; None would mean "refused, nothing written"."""
-        status, kind, retryable, detail = outcome.marks()
-        token = outcome.lease_token
-        got = conn.execute(
-            "UPDATE rows SET status = ?, attempts = attempts + ?, retryable = ?, "
-            "last_error_kind = coalesce(?, last_error_kind), "
-            "last_error = CASE WHEN ? THEN last_error ELSE ? END, "
-            f"last_http_status = ?, updated_at = ?, {FENCE_SET} WHERE id = ? "
-            f"AND {FENCE_WHERE} RETURNING attempts, item_key",
-            (
-                status.value,
-                0 if outcome.reparse else 1,  # a re-extraction made no request
-                int(retryable),
-                kind.value if kind else None,
-                int(outcome.ok),
-                detail,
-                outcome.http_status,
-                now,
-                int(outcome.ok),  # an ok row drops its lease (leases.py)
-                int(outcome.ok),
-                outcome.row_id,
-                token,  # the fence: refused when the lease was taken over
-                token,
-            ),
-        ).fetchone()
-        if got is None:
-            if (
-                token is not None
-                and conn.execute("SELECT 1 FROM rows WHERE id = ?", (outcome.row_id,)).fetchone()
-            ):
-                return None  # fenced: nothing of this outcome is written
-            raise WorkspaceError(f"commit for unknown row id {outcome.row_id}")
-        attempt, own_key = int(got[0]), got[1]
-        stored = 0
-        if outcome.response is not None:
-            stored = self._write_response(conn, outcome.row_id, outcome.response, now)
-        history_n = 2  # a reparsed row has its items from earlier: look them up
-        if not outcome.reparse:
-            history_n = self._write_attempt(conn, outcome, status, attempt, kind, detail, now)
-        inserted = self._insert_rows(conn, outcome.new_rows, outcome.row_id, now)
-        refreshed = self._refresh_carry(conn, outcome, now) if outcome.reparse else []
-        new, changed, unchanged, keys, fresh = self._write_items(conn, outcome, now, digests)
-        if outcome.holds or outcome.items:  # rule-breaking candidates (holds.py)
-            holds.settle(
-                conn, outcome.holds, [w.dedupe_key for w in outcome.items], outcome.row_id, now
-            )
-        if own_key is not None:
-            keys.add(str(own_key))
-        keys.update(str(r.context["item_key"]) for r in inserted if "item_key" in r.context)
-        if history_n > 1:
-            # Items written by an earlier attempt of this row follow its new status.
-            # On a row's first ever attempt none can exist: skip the lookup (hot path).
-            keys.update(
-                k
-                for (k,) in conn.execute(
-                    "SELECT dedupe_key FROM items WHERE row_id = ?", (outcome.row_id,)
-                )
-            )
-        completed = self._recompute(conn, keys, fresh)
-        return CommitResult(
-            status=status,
-            attempt=attempt,
-            inserted=inserted,
-            items_new=new,
-            items_changed=len(changed),
-            changed=changed,
-            items_unchanged=unchanged,
-            completed=completed,
-            response_bytes=stored,
-            refreshed=refreshed,
-        )
-
-    def _refresh_carry(self, conn: sqlite3.Connection, outcome: Outcome, now: str) -> list[int]:
-        """A reparsed page's found rows that it found first, given the values it carries
-        into them now (:mod:`framework.workspace.carry`); their ids."""
-        if not outcome.new_rows:
-            return []
-        values = carry.wanted(outcome.new_rows)
-        existing: list[tuple[int, str, str]] = []
-        for chunk in _chunks(list(values), CHUNK):
-            existing += conn.execute(
-                "SELECT id, fingerprint, context FROM rows WHERE parent_id = ? "
-                f"AND fingerprint IN ({_marks(len(chunk))})",
-                (outcome.row_id, *chunk),
-            ).fetchall()
-        updates = carry.refreshed(existing, values)
-        conn.executemany(
-            "UPDATE rows SET context = ?, updated_at = ? WHERE id = ?",
-            [(text, now, row_id) for text, row_id in updates],
-        )
-        return sorted(row_id for _, row_id in updates)
-
-    def _write_attempt(
-        self,
-        conn: sqlite3.Connection,
-        outcome: Outcome,
-        status: RowStatus,
-        attempt: int,
-        kind: ErrorKind | None,
-        detail: str | None,
-        now: str,
+    def _log_attempt(
+        self, conn: sqlite3.Connection, outcome: Outcome, marks: Marks, attempt: int, now: str
     ) -> int:
         """Append the attempt to the row's history; return its number there."""
         (history_n,) = conn.execute(
@@ -398,17 +219,18 @@ class SqliteStore(SqliteReader):
                 outcome.row_id,
                 attempt,
                 now,
-                status.value,
+                marks[0].value,
                 outcome.http_status,
-                kind.value if kind else None,
-                detail,
+                marks[1].value if marks[1] else None,
+                marks[3],
             ),
         ).fetchone()
         return int(history_n)
 
-    def _write_response(
-        self, conn: sqlite3.Connection, row_id: int, r: ResponseWrite, now: str
-    ) -> int:
+    def _store_response(self, conn: sqlite3.Connection, outcome: Outcome, now: str) -> int:
+        r = outcome.response
+        if r is None:
+            return 0
         # level 1: most of the gain of zlib on HTML at a fraction of level 6's CPU,
         # which the crawl pays on every page
         packed = zlib.compress(r.body, 1)
@@ -419,7 +241,16 @@ class SqliteStore(SqliteReader):
             "final_url = excluded.final_url, status = excluded.status, "
             "content_type = excluded.content_type, codec = excluded.codec, "
             "body = excluded.body, size = excluded.size, stored_at = excluded.stored_at",
-            (row_id, r.url, r.final_url, r.status, r.content_type, packed, len(packed), now),
+            (
+                outcome.row_id,
+                r.url,
+                r.final_url,
+                r.status,
+                r.content_type,
+                packed,
+                len(packed),
+                now,
+            ),
         )
         return len(packed)
 
@@ -429,7 +260,7 @@ class SqliteStore(SqliteReader):
         outcome: Outcome,
         now: str,
         digests: itemplan.Digests | None = None,
-    ) -> tuple[int, list[str], int, set[str], set[str]]:
+    ) -> ItemsWritten:
         """Upsert items and merge parts, comparing content hashes so identical content
         touches nothing. One SELECT for the known state of every key, then executemany."""
         keys = {w.dedupe_key for w in outcome.items} | {p.dedupe_key for p in outcome.parts}
@@ -437,10 +268,10 @@ class SqliteStore(SqliteReader):
             return 0, [], 0, set(), set()
         before: dict[str, dict[str, Any]] = {}
         ordered = sorted(keys)
-        for chunk in _chunks(ordered, CHUNK):
+        for chunk in chunks(ordered, CHUNK):
             for key, stored, digest, names, row_id in conn.execute(
                 f"SELECT dedupe_key, data, content_hash, parts, row_id FROM items "
-                f"WHERE dedupe_key IN ({_marks(len(chunk))})",
+                f"WHERE dedupe_key IN ({marks(len(chunk))})",
                 chunk,
             ):
                 before[key] = itemplan.known(stored, digest, names, row_id)
@@ -456,99 +287,10 @@ class SqliteStore(SqliteReader):
                 inserts,
             )
         if updates:
-            conn.executemany(_ITEM_UPDATE, updates)
+            conn.executemany(ITEM_UPDATE, updates)
         if relinks:
             conn.executemany("UPDATE items SET row_id = ? WHERE dedupe_key = ?", relinks)
         return p.new, p.changed, p.unchanged, keys, {i[0] for i in inserts}
-
-    def _recompute(
-        self, conn: sqlite3.Connection, keys: Iterable[str], fresh: Iterable[str] = ()
-    ) -> list[str]:
-        """Recompute ``complete`` of those items from the rows; return the keys that
-        became complete. Only rows whose value changes are written."""
-        completed: list[str] = []
-        new_keys = set(fresh)
-        for chunk in _chunks(sorted(set(keys)), CHUNK):
-            got = conn.execute(
-                f"SELECT dedupe_key, complete, {_COMPLETE_EXPR} FROM items "
-                f"WHERE dedupe_key IN ({_marks(len(chunk))})",
-                chunk,
-            ).fetchall()
-            flips = [(int(now), key) for key, was, now in got if bool(was) != bool(now)]
-            if flips:
-                conn.executemany("UPDATE items SET complete = ? WHERE dedupe_key = ?", flips)
-            # an item inserted by this commit "becomes" complete when it is complete now
-            completed += [key for key, _, now in got if now and (key in new_keys)]
-            completed += [key for now, key in flips if now and key not in new_keys]
-        return sorted(completed)
-
-    def decide_hold(self, key: str, accept: bool) -> holds.Hold:
-        """Accept or reject the ``review_required`` candidate of ``key`` (holds.py)."""
-        with self._tx() as conn:
-            return holds.decide(conn, key, accept, self._clock())
-
-    def requeue(self, which: RequeueFilter, max_attempts: int) -> int:
-        """Matching rows go back to pending with a fresh attempt budget (``attempts`` = 0;
-        the attempt history keeps every past attempt). Without ``errors``/``exhausted``
-        the filter matches ok and error rows alike (re-fetch on purpose); items whose
-        rows go back to pending are incomplete until those rows are ok again."""
-        where = ["status != 'pending'"]
-        params: list[Any] = []
-        if which.errors or which.exhausted:
-            where.append("status = 'error'")
-        if which.exhausted:
-            where.append("(attempts >= ? OR retryable = 0)")
-            params.append(max_attempts)
-        if which.kind is not None:
-            where.append("kind = ?")
-            params.append(which.kind)
-        if which.url_contains:
-            where.append("instr(url, ?) > 0")
-            params.append(which.url_contains)
-        with self._tx() as conn:
-            got = conn.execute(
-                "UPDATE rows SET status = 'pending', attempts = 0, retryable = 1, "
-                f"updated_at = ? WHERE {' AND '.join(where)} RETURNING id, item_key",
-                [self._clock(), *params],
-            ).fetchall()
-            ids = [r[0] for r in got]
-            keys = {r[1] for r in got if r[1] is not None}
-            for chunk in _chunks(ids, CHUNK):
-                keys.update(
-                    k
-                    for (k,) in conn.execute(
-                        f"SELECT dedupe_key FROM items WHERE row_id IN ({_marks(len(chunk))})",
-                        chunk,
-                    )
-                )
-            self._recompute(conn, keys)
-        return len(ids)
-
-    def refund(self, attempts: Mapping[int, int]) -> None:
-        with self._tx() as conn:
-            conn.executemany(
-                "UPDATE rows SET attempts = max(0, attempts - ?) WHERE id = ?",
-                [(n, row_id) for row_id, n in attempts.items()],
-            )
-
-    def reset_rows(self) -> None:
-        with self._tx() as conn:
-            # The URL log keeps naming the rows deleted here: the integrity check reads
-            # only its lines written after this moment.
-            conn.execute(
-                "INSERT INTO meta (key, value) VALUES (?, ?) "
-                "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-                (ROWS_RESET_META, self._clock()),
-            )
-            conn.execute("DELETE FROM attempts")
-            conn.execute("DELETE FROM responses")  # keyed by the rows deleted next
-            conn.execute("DELETE FROM rows")
-            conn.execute("UPDATE items SET row_id = NULL WHERE row_id IS NOT NULL")
-            # what the deleted pages were read with says nothing of the next ones
-            conn.execute(
-                "DELETE FROM meta WHERE substr(key, 1, ?) = ?",
-                (len(READ_WITH_META), READ_WITH_META),
-            )
 
 
 __all__ = ["CHUNK", "SqliteStore", "utc_now"]

@@ -1,10 +1,11 @@
 """Connections, transactions and schema of the SQLite workspace store.
 
-Owns what every SQLite store method stands on: the schema (DDL, version check, the
-completeness expression), one connection per thread, ``BEGIN IMMEDIATE`` transactions,
-meta keys, and the background checkpoint thread. It holds no queue or item logic (that
-is :mod:`framework.workspace.sqlite`) and no reads beyond meta
-(:mod:`framework.workspace.sqlite_read`).
+Owns what every SQLite store method stands on: the schema (DDL, version check), one
+connection per thread, ``BEGIN IMMEDIATE`` transactions (``_run``, as PostgreSQL's),
+and the background checkpoint thread. It holds no queue or item logic
+(:mod:`framework.workspace.write`, :mod:`framework.workspace.sqlite`) and no reads
+(:mod:`framework.workspace.read`); the SQL both engines share is in
+:mod:`framework.workspace.sql`.
 
 Checkpoints (copying the WAL into the database, with an fsync) run on a background
 thread with its own connection (:class:`_Checkpointer`), so the committing thread - the
@@ -23,22 +24,30 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import json
 import os
 import shutil
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from datetime import UTC, datetime
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Self
+from typing import Self, TypeVar
 
 from framework.errors import FrameworkError, WorkspaceBroken, WorkspaceError, WorkspaceFull
 from framework.files import create_private
-from framework.workspace.records import SCHEMA_VERSION, ErrorKind, Row, RowStatus, StoredItem
+from framework.workspace.records import SCHEMA_VERSION
+from framework.workspace.sql import (  # CHUNK and the meta names: importable from here too
+    CHUNK,
+    READ_WITH_META,
+    ROWS_RESET_META,
+    SQLITE,
+    Conn,
+    Dialect,
+    utc_now,
+)
 
-CHUNK = 500  # rows per page of a streaming read, and per multi-row INSERT
+T = TypeVar("T")
+
 BUSY_TIMEOUT_MS = 30_000
 # Outcomes (pages) committed between two background checkpoints. Each checkpoint copies
 # the newest copy of every page the WAL holds and syncs the file, and a group commit
@@ -51,9 +60,6 @@ AUTOCHECKPOINT_PAGES = 2048  # fallback: SQLite checkpoints inline past ~8 MB of
 WAL_SIZE_LIMIT = 4 * 2**20  # past this the background thread truncates the WAL file,
 WAL_TRUNCATE_MIN = 2**20  # ... or past the database's own size, if over this
 FREE_SPACE_MIN = 16 * 2**20  # the least a full disk is asked to free
-ROWS_RESET_META = "rows_reset_at"  # meta: when `--fresh` last deleted the rows
-# meta keys `read_with:<kind>:<digest>` (Workspace.read_with): gone with the rows
-READ_WITH_META = "read_with:"
 MAX_PAGES_ENV = "FRAMEWORK_TEST_SQLITE_MAX_PAGES"  # test-only: simulate a full disk
 # SQLite's primary result codes (the low byte of an extended code)
 SQLITE_CORRUPT = 11
@@ -160,45 +166,6 @@ _LEASE_INDEX = (
     "CREATE INDEX IF NOT EXISTS rows_leased ON rows (lease_owner) WHERE lease_owner IS NOT NULL"
 )
 
-_ROW_COLS = (
-    "id, kind, url, method, body, body_type, parent_id, status, attempts, retryable, "
-    "last_error_kind, last_error, last_http_status, context, created_at, updated_at"
-)
-_N_ROW_COLS = _ROW_COLS.count(",") + 1
-
-
-def _row_cols_of(table: str) -> str:
-    """``_ROW_COLS`` qualified by a table name or alias, for a join."""
-    return ", ".join(f"{table}.{c.strip()}" for c in _ROW_COLS.split(","))
-
-
-_ITEM_COLS = (
-    "dedupe_key, source_type, source_id, data, content_hash, first_scraped, "
-    "last_scraped, complete, row_id"
-)
-_INSERT_COLS = (
-    "fingerprint, kind, url, method, body, body_type, parent_id, status, context, "
-    "item_key, required, created_at, updated_at"
-)
-_N_INSERT = _INSERT_COLS.count(",") + 1
-
-# The completeness rule, one SQL expression over an `items` row (see docs/workspace.md):
-# its own row is ok, every row that names it as `item_key` with `required` is ok, and an
-# item written as not complete waits until at least one such row exists.
-_COMPLETE_EXPR = """(
-    (items.row_id IS NULL
-     OR EXISTS (SELECT 1 FROM rows r WHERE r.id = items.row_id AND r.status = 'ok'))
-    AND NOT EXISTS (SELECT 1 FROM rows r WHERE r.item_key = items.dedupe_key
-                    AND r.required = 1 AND r.status != 'ok')
-    AND (items.declared_complete = 1
-         OR EXISTS (SELECT 1 FROM rows r WHERE r.item_key = items.dedupe_key
-                    AND r.required = 1))
-)"""
-
-
-def utc_now() -> str:
-    return datetime.now(UTC).isoformat(timespec="milliseconds")
-
 
 def space_needed(state: Path) -> int:
     """Free bytes a crawl needs to go on after a full disk: room for the WAL to reach its
@@ -239,50 +206,6 @@ def workspace_fault(exc: BaseException, state: Path) -> FrameworkError | None:
             "folder from a backup, or start over with `crawl --fresh`"
         )
     return None
-
-
-def _chunks(seq: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
-    for start in range(0, len(seq), size):
-        yield seq[start : start + size]
-
-
-def _marks(n: int) -> str:
-    return ",".join("?" * n)
-
-
-def _to_row(r: Sequence[Any]) -> Row:
-    return Row(
-        id=r[0],
-        kind=r[1],
-        url=r[2],
-        method=r[3],
-        body=r[4],
-        body_type=r[5],
-        parent_id=r[6],
-        status=RowStatus(r[7]),
-        attempts=r[8],
-        retryable=bool(r[9]),
-        last_error_kind=ErrorKind(r[10]) if r[10] else None,
-        last_error=r[11],
-        last_http_status=r[12],
-        context=json.loads(r[13]),
-        created_at=r[14],
-        updated_at=r[15],
-    )
-
-
-def _to_item(r: Sequence[Any]) -> StoredItem:
-    return StoredItem(
-        dedupe_key=r[0],
-        source_type=r[1],
-        source_id=r[2],
-        data=json.loads(r[3]),
-        content_hash=r[4],
-        first_scraped=r[5],
-        last_scraped=r[6],
-        complete=bool(r[7]),
-        row_id=r[8],
-    )
 
 
 class _Checkpointer(threading.Thread):
@@ -350,6 +273,8 @@ class _Checkpointer(threading.Thread):
 
 class SqliteBase:
     """Connections and transactions of one state file; build stores with :meth:`open`."""
+
+    dialect: Dialect = SQLITE
 
     def __init__(
         self, path: Path, *, readonly: bool = False, clock: Callable[[], str] = utc_now
@@ -521,7 +446,12 @@ class SqliteBase:
             raise WorkspaceError(f"{self.path}: opened read-only")
         return SqliteBase._Tx(conn or self._conn(), self.path)
 
-    # meta --------------------------------------------------------------------
+    def _run(self, work: Callable[[Conn], T], pages: int = 1) -> T:
+        """``work(conn)`` in one write transaction (as PostgreSQL's :meth:`PgBase._run`;
+        ``BEGIN IMMEDIATE`` never deadlocks, so nothing is retried here)."""
+        with self._tx() as conn:
+            return work(conn)
+
     def quick_check(self) -> str | None:
         """SQLite's ``quick_check`` of every page (O(database size), no index
         cross-check): None when sound, else the first problem it names."""
@@ -531,33 +461,6 @@ class SqliteBase:
             return str(exc)
         return None if got is None or got[0] == "ok" else str(got[0])
 
-    def get_meta(self, key: str) -> str | None:
-        got = self._conn().execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
-        return None if got is None else str(got[0])
-
-    def set_meta(self, key: str, value: str) -> None:
-        self.set_metas({key: value})
-
-    def set_metas(self, values: Mapping[str, str]) -> None:
-        """Set several meta keys in one transaction."""
-        with self._tx() as conn:
-            conn.executemany(
-                "INSERT INTO meta (key, value) VALUES (?, ?) "
-                "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-                list(values.items()),
-            )
-
-    def metas(self, prefix: str) -> dict[str, str]:
-        # not LIKE: a prefix may hold `_` or `%` (the table is a few keys: a scan)
-        got = self._conn().execute(
-            "SELECT key, value FROM meta WHERE substr(key, 1, ?) = ?", (len(prefix), prefix)
-        )
-        return {str(k): str(v) for k, v in got}
-
-    def delete_metas(self, keys: Sequence[str]) -> None:
-        with self._tx() as conn:
-            conn.executemany("DELETE FROM meta WHERE key = ?", [(k,) for k in keys])
-
     def __enter__(self) -> Self:
         return self
 
@@ -565,7 +468,15 @@ class SqliteBase:
         self.close()
 
 
-__all__ = ["CHUNK", "SqliteBase", "space_needed", "utc_now", "workspace_fault"]
+__all__ = [
+    "CHUNK",
+    "READ_WITH_META",
+    "ROWS_RESET_META",
+    "SqliteBase",
+    "space_needed",
+    "utc_now",
+    "workspace_fault",
+]
 
 
 def _refuse_foreign(path: Path) -> None:

@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from importlib.metadata import entry_points
 from typing import Any
 
-from framework.workspace import deferrals, fill, integrity, leases
+from framework.workspace import deferrals, fill, holds, integrity, leases
 from framework.workspace.jsonl import redact
 from framework.workspace.records import SCHEMA_VERSION, Row, RowStatus
 from framework.workspace.workspace import SPEC_HISTORY_MAX, Workspace
@@ -38,13 +38,8 @@ Section = Callable[[Workspace], Mapping[str, Any] | None]
 def _workers(ws: Workspace) -> dict[str, Any]:
     """The latest crawl processes, live or dead, and the open rows under a lease."""
     now = time.time()
-    if ws.is_database:  # the same questions, asked of the database (its clock)
-        from framework.workspace import postgres_leases as pg
-
-        store: Any = ws.store
-        found, leased = pg.workers(store), pg.leased_rows(store)
-    else:
-        found, leased = leases.workers(ws.store), leases.leased_rows(ws.store)
+    # asked of the store (a database's by its clock)
+    found, leased = leases.workers(ws.store), leases.leased_rows(ws.store)
     live = [w for w in found if w.alive(now, WORKER_STALE_S)]
     return {
         "live": len(live),
@@ -111,8 +106,9 @@ def build_status(
             "incomplete_keys": incomplete_keys[:INCOMPLETE_KEYS_MAX],
             "incomplete_keys_truncated": len(incomplete_keys) > INCOMPLETE_KEYS_MAX,
         },
-        # candidates held back instead of stored (broke a rule of the spec): holds.py
-        "held": store.hold_counts(),
+        # candidates held back instead of stored (broke a rule of the spec, or a change
+        # limit): counts by status and by every rule broken, and the keys under each
+        "held": store.hold_counts(keys=holds.HELD_KEYS_MAX),
         "misbehaving": [_row_summary(ws, r) for r in store.misbehaving(top)],
         # hosts that asked (Retry-After) not to be called before a time still ahead
         "deferrals": _deferrals(ws),
@@ -144,7 +140,8 @@ def build_status(
 def _verdict(r: dict[str, Any]) -> tuple[str, int]:
     """The workspace's state and the exit code the crawl gave (or would give) for it:
     ``done`` 0, ``unfinished`` / ``not_started`` 3, ``needs_attention`` (rows in error),
-    ``halted`` (the last run stopped for a human: breaker, full disk),
+    ``halted`` (the last run stopped for a human: breaker, full disk), ``held``
+    (every row read, records held back: the crawl exits 4 on them too),
     ``extracted_nothing`` (every row read, no item stored, and the last crawl or
     reparse said so: the spec did not say ``expect_empty``) and ``broken`` (lost or
     damaged state) 4."""
@@ -160,6 +157,8 @@ def _verdict(r: dict[str, Any]) -> tuple[str, int]:
         return "unfinished", 3
     if r["queue"]["exhausted"]:
         return "needs_attention", 4
+    if r["held"]["total"]:
+        return "held", 4  # what a drained crawl exits with (crawl/verdict.py)
     if not r["items"]["total"] and (r.get("found_nothing") or {}).get("nothing_extracted"):
         return "extracted_nothing", 4  # what the crawl exits with again (runtime.py)
     return "done", 0

@@ -1,8 +1,11 @@
 """The storage contract of a workspace.
 
 A :class:`Store` keeps queue rows, their attempts and items. The embedded backend is
-SQLite in WAL mode (:mod:`framework.workspace.sqlite`); a shared database can back the
-same contract later. Rules every backend keeps:
+SQLite in WAL mode (:mod:`framework.workspace.sqlite`), the shared one PostgreSQL
+(:mod:`framework.workspace.postgres`); both write their SQL once
+(:mod:`framework.workspace.sql`, ``read``, ``write``). :class:`Leases` is one crawl
+worker's side of the lease protocol on a store (:mod:`framework.workspace.leases`).
+Everything outside the backends is typed against these two. Rules every backend keeps:
 
 * :meth:`Store.commit` is ONE transaction: the row's outcome, the rows it discovered
   and the items (and item parts) it produced become visible together or not at all.
@@ -20,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from framework.workspace.records import (
     CommitResult,
@@ -30,7 +33,11 @@ from framework.workspace.records import (
     Row,
     RowStatus,
     StoredItem,
+    StoredResponse,
 )
+
+if TYPE_CHECKING:
+    from framework.workspace.holds import Hold
 
 
 @dataclass(frozen=True)
@@ -44,8 +51,14 @@ class RequeueFilter:
 
 
 class Store(Protocol):
+    readonly: bool
+
     # lifecycle ---------------------------------------------------------------
     def close(self) -> None: ...
+
+    def quick_check(self) -> str | None:
+        """None when the stored pages are sound, else the first problem found."""
+        ...
 
     def get_meta(self, key: str) -> str | None: ...
 
@@ -75,6 +88,11 @@ class Store(Protocol):
         ...
 
     def commit(self, outcome: Outcome) -> CommitResult: ...
+
+    def commit_many(self, outcomes: Sequence[Outcome]) -> list[CommitResult | None]:
+        """A group of outcomes in ONE transaction (the crawl's group commit), results
+        in the same order; None for an outcome refused by its lease's fence."""
+        ...
 
     def get_row(self, row_id: int) -> Row | None: ...
 
@@ -149,3 +167,63 @@ class Store(Protocol):
         """``(row_id, dedupe_key, data, parts)`` of the items linked to ``row_ids`` (data
         and parts as stored: JSON text), in no set order."""
         ...
+
+    def ok_attempts(self, row_ids: Sequence[int]) -> dict[int, int]:
+        """How many ``ok`` attempts each of those rows has (rows without one absent)."""
+        ...
+
+    def fill_counts(self) -> dict[str, dict[str, Any]]:
+        """Per page kind: stored items, and per field how many hold a value."""
+        ...
+
+    # stored responses --------------------------------------------------------
+    def responses_size(self) -> tuple[int, int]:
+        """(stored responses, their compressed bytes)."""
+        ...
+
+    def iter_responses(
+        self, skip_kinds: Collection[str] = ()
+    ) -> Iterator[tuple[Row, StoredResponse]]:
+        """Every stored response with its row, by row id, but those of ``skip_kinds``."""
+        ...
+
+    def responses_for(self, ids: Collection[int]) -> Iterator[tuple[Row, StoredResponse]]:
+        """The stored responses of the rows ``ids`` (those that have one), by row id."""
+        ...
+
+    def responses_of(self, kinds: Collection[str]) -> int:
+        """How many stored responses belong to rows of ``kinds``."""
+        ...
+
+    # held candidates (holds.py) -----------------------------------------------
+    def hold_counts(self, keys: int = 0) -> dict[str, Any]: ...
+
+    def iter_holds(self, status: str | None = None, key: str | None = None) -> Iterator[Hold]: ...
+
+    def decide_hold(self, key: str, accept: bool) -> Hold: ...
+
+
+class Leases(Protocol):
+    """One crawl worker's side of the lease protocol (docs/scaling.md), on either
+    store: :class:`framework.workspace.leases.SqliteLeases`,
+    :class:`framework.workspace.postgres_leases.PgLeases`."""
+
+    worker_id: int
+    lease_seconds: float
+    tokens: dict[int, int]  # row id -> the token this worker holds it by
+
+    def register(self) -> int: ...
+
+    def claim(self, limit: int, max_attempts: int, first: Sequence[str] = ()) -> list[Row]: ...
+
+    def claim_ids(self, ids: Sequence[int]) -> set[int]: ...
+
+    def token(self, row_id: int) -> int | None: ...
+
+    def done(self, row_id: int) -> None: ...
+
+    def heartbeat(self) -> set[int]: ...
+
+    def others_working(self, max_attempts: int) -> bool: ...
+
+    def stop(self) -> None: ...

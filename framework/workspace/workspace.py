@@ -1,9 +1,11 @@
 """A job's workspace folder: opens its store and logs, and holds its lock files.
 
 Owns the folder layout (see :mod:`framework.workspace`) and the advisory locks; the
-rows and items are :mod:`framework.workspace.sqlite`'s, the line format is
+rows and items are the store's, the line format is
 :mod:`framework.workspace.jsonl`'s. It never decides *when* to lock or what to log:
-the crawl, requeue and ship commands do.
+the crawl, requeue and ship commands do. Its ``store`` is typed as the
+:class:`~framework.workspace.store.Store` protocol: a folder's is SQLite, a database
+workspace's (:mod:`framework.workspace.pg_workspace`) PostgreSQL.
 """
 
 from __future__ import annotations
@@ -21,8 +23,10 @@ from framework.errors import LockHeld, WorkspaceError
 from framework.files import make_private_dir, open_nofollow, refuse_links
 from framework.workspace.jsonl import JsonlLog
 from framework.workspace.locate import is_database_url, no_workspace
-from framework.workspace.sqlite import SqliteStore, utc_now
-from framework.workspace.sqlite_base import READ_WITH_META, workspace_fault
+from framework.workspace.sql import READ_WITH_META, utc_now
+from framework.workspace.sqlite import SqliteStore
+from framework.workspace.sqlite_base import workspace_fault
+from framework.workspace.store import Store
 
 STATE_FILE = "state.sqlite"
 URLS_FILE = "urls.jsonl"
@@ -47,7 +51,7 @@ READ_SECTION_META = "read_section:"
 class Workspace:
     """One job's folder. Build with :meth:`open`; close it (or use ``with``)."""
 
-    def __init__(self, path: Path, store: SqliteStore, *, readonly: bool) -> None:
+    def __init__(self, path: Path, store: Store, *, readonly: bool) -> None:
         self.path = path
         self.where = str(path)  # how messages name it (a database's URL, password masked)
         self.store = store
