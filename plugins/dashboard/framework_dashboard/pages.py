@@ -302,8 +302,13 @@ def _run(r: Mapping[str, Any]) -> str:
         f"({e(run.get('reason'))}{took}){e(who)}</p>"
         f"{block}"
         f'<table class="counts">{rows}</table>'
-        f"{'<h3>Warnings</h3><ul>' + warned + '</ul>' if warned else ''}"
+        f"{_ul(warned, '<h3>Warnings</h3>')}"
     )
+
+
+def _ul(items: str, head: str = "", attrs: str = "", empty: str = "") -> str:
+    """``items`` (``<li>`` elements) as a list under ``head``; ``empty`` when none."""
+    return f"{head}<ul{attrs}>{items}</ul>" if items else empty
 
 
 def _value(v: Any) -> str:
@@ -341,11 +346,8 @@ def _misbehaving(r: Mapping[str, Any]) -> str:
         f"({e(d.get('seconds_left'))} s left, Retry-After)</li>"
         for d in r.get("deferrals") or []
     )
-    return (
-        "<h2>Misbehaving URLs</h2>"
-        f"{table}"
-        f"{'<h3>Deferred hosts</h3><ul class=deferrals>' + deferred + '</ul>' if deferred else ''}"
-    )
+    deferrals = _ul(deferred, "<h3>Deferred hosts</h3>", " class=deferrals")
+    return f"<h2>Misbehaving URLs</h2>{table}{deferrals}"
 
 
 def _fill(r: Mapping[str, Any]) -> str:
@@ -413,7 +415,7 @@ def _drift_holds(r: Mapping[str, Any]) -> str:
         else "<p>none</p>"
     )
     return (
-        f"<h2>Drift</h2>{'<ul>' + items + '</ul>' if items else '<p>none</p>'}"
+        f"<h2>Drift</h2>{_ul(items, empty='<p>none</p>')}"
         f'<h2>Review holds <span class="sub" data-field="held">{e(held.get("total", 0))}</span>'
         f"</h2>{holds}"
     )

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from typing import Any
 
 from framework.workspace import JsonlLog, redact
@@ -31,17 +32,10 @@ def after(log: JsonlLog, cursor: int, limit: int = PAGE) -> tuple[list[Line], in
     A cursor past a file's end (the log was replaced) starts again at 0."""
     if _is_table(log):
         return _rows_after(log, cursor, limit)
-    try:
-        fd = os.open(log.path, os.O_RDONLY | os.O_NOFOLLOW)
-    except FileNotFoundError:
+    block = _block(log, lambda size: cursor if cursor <= size else 0)
+    if block is None:
         return [], 0
-    try:
-        size = os.fstat(fd).st_size
-        if cursor > size:
-            cursor = 0
-        data = os.pread(fd, min(READ_MAX, size - cursor), cursor)
-    finally:
-        os.close(fd)
+    data, cursor = block
     found: list[Line] = []
     pos = cursor
     end = data.rfind(b"\n") + 1  # past it: a torn or growing line, read next time
@@ -60,16 +54,10 @@ def recent(log: JsonlLog, n: int) -> tuple[list[Line], int]:
     a page shows first, and where its live stream starts: nothing falls between)."""
     if _is_table(log):
         return _rows_recent(log, n)
-    try:
-        fd = os.open(log.path, os.O_RDONLY | os.O_NOFOLLOW)
-    except FileNotFoundError:
+    block = _block(log, lambda size: max(0, size - READ_MAX))
+    if block is None:
         return [], 0
-    try:
-        size = os.fstat(fd).st_size
-        start = max(0, size - READ_MAX)
-        data = os.pread(fd, size - start, start)
-    finally:
-        os.close(fd)
+    data, start = block
     end = data.rfind(b"\n") + 1
     lines = data[:end].split(b"\n")[:-1]
     if start > 0 and lines:
@@ -85,6 +73,21 @@ def recent(log: JsonlLog, n: int) -> tuple[list[Line], int]:
             break
     found.reverse()
     return found, start + end
+
+
+def _block(log: JsonlLog, start_at: Callable[[int], int]) -> tuple[bytes, int] | None:
+    """The log file's bytes from ``start_at(its size)`` (at most ``READ_MAX`` of them)
+    and that offset; None when there is no file. A link is not followed."""
+    try:
+        fd = os.open(log.path, os.O_RDONLY | os.O_NOFOLLOW)
+    except FileNotFoundError:
+        return None
+    try:
+        size = os.fstat(fd).st_size
+        start = start_at(size)
+        return os.pread(fd, min(READ_MAX, size - start), start), start
+    finally:
+        os.close(fd)
 
 
 def _parse(raw: bytes) -> dict[str, Any] | None:

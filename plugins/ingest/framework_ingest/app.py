@@ -48,7 +48,14 @@ from framework_ingest.openapi import build_openapi
 from framework_ingest.problems import PROBLEM_MEDIA_TYPE, ProblemError, problem
 from framework_ingest.signing import DEFAULT_SKEW, HEADER, SignatureVerifier
 from framework_ingest.store import IngestStore
-from framework_ingest.validate import ItemInvalid, Prepared, parse_batch, parse_json, prepare
+from framework_ingest.validate import (
+    ItemInvalid,
+    Prepared,
+    parse_batch,
+    parse_json,
+    prepare,
+    storable,
+)
 
 log = logging.getLogger("framework_ingest")
 
@@ -255,20 +262,12 @@ async def get_item(request: Request) -> Response:
     key = request.path_params["dedupe_key"]
     # No stored item has such a key (writes refuse them with 422), and PostgreSQL text
     # cannot even hold a NUL: answer 404 without asking the database.
-    if "\x00" in key or len(key) > MAX_KEY_LENGTH or not _utf8(key):
+    if "\x00" in key or len(key) > MAX_KEY_LENGTH or not storable(key):
         raise ProblemError(404, "not-found", "no item with this dedupe key")
     item = await run_in_threadpool(config.store.get, key)
     if item is None:
         raise ProblemError(404, "not-found", "no item with this dedupe key")
     return JSONResponse(item)
-
-
-def _utf8(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def _seq(value: str | None, name: str, default: int) -> int:

@@ -115,92 +115,65 @@ def ingest() -> None:
     """The reference ingest endpoint and its handoff to the application."""
 
 
+_POSITIVE = click.IntRange(1)
+_SECONDS = click.FloatRange(0.1)
+
+# The help of the options whose default --help shows (see _shown).
+_HELP = {
+    "--max-body": "Largest request body in bytes",
+    "--signature-skew": "Seconds a signature's t may differ from the clock (signing: "
+    f"${SIGNING_SECRETS_ENV})",
+    "--purge-every": "Run retention every N seconds in bounded batches (0: never; see "
+    "'ingest purge')",
+    "--http": "uvicorn's HTTP parser; auto takes httptools when installed",
+    "--loop": "The event loop; auto takes uvloop when installed",
+    "--limit-connections": "Open connections at most; at the limit the longest idle one is "
+    "closed (0: half the descriptor limit, ulimit -n, at most 1024)",
+    "--limit-concurrency": "Requests in progress at most; beyond, 503 with Retry-After",
+    "--timeout-header": "Seconds a connection has to send a complete request head",
+    "--timeout-body": "Seconds a request body has to arrive (then 408)",
+    "--timeout-keep-alive": "Seconds an idle connection is kept open after a response",
+    "--auth/--no-auth": "Describe the operations as requiring the bearer token",
+    "--signed/--no-signed": "Describe the writes as requiring X-Framework-Signature",
+    "--older-than": "Seconds a row may stay running before it is returned to queued",
+    "--batch": "Rows per transaction",
+}
+
+
+def _shown(
+    flag: str, default: Any, kind: click.ParamType | None = None, *names: str
+) -> Callable[[F], F]:
+    """An option whose default ``--help`` shows, its help (if any) from ``_HELP``;
+    ``names``: the parameter's name when the flag does not give it."""
+    return click.option(
+        flag, *names, default=default, show_default=True, type=kind, help=_HELP.get(flag)
+    )
+
+
 @ingest.command()
 @_db_option
-@click.option("--host", default="127.0.0.1", show_default=True)
-@click.option("--port", default=8700, show_default=True, type=click.IntRange(0, 65535))
+@_shown("--host", "127.0.0.1")
+@_shown("--port", 8700, click.IntRange(0, 65535))
 @click.option(
     "--token-env",
     default=None,
     metavar="NAME",
     help="Require 'Authorization: Bearer <token>', the token read from $NAME",
 )
-@click.option("--max-batch", default=500, show_default=True, type=click.IntRange(1))
-@click.option(
-    "--max-body",
-    default=16 * 1024 * 1024,
-    show_default=True,
-    type=click.IntRange(1),
-    help="Largest request body in bytes",
-)
-@click.option("--access-log/--no-access-log", default=True, show_default=True)
-@click.option(
-    "--signature-skew",
-    default=300.0,
-    show_default=True,
-    type=click.FloatRange(1),
-    help=f"Seconds a signature's t may differ from the clock (signing: ${SIGNING_SECRETS_ENV})",
-)
-@click.option(
-    "--purge-every",
-    default=0.0,
-    show_default=True,
-    type=click.FloatRange(0),
-    help="Run retention every N seconds in bounded batches (0: never; see 'ingest purge')",
-)
-@click.option("--purge-batch", default=1000, show_default=True, type=click.IntRange(1))
+@_shown("--max-batch", 500, _POSITIVE)
+@_shown("--max-body", 16 * 1024 * 1024, _POSITIVE)
+@_shown("--access-log/--no-access-log", True)
+@_shown("--signature-skew", 300.0, click.FloatRange(1))
+@_shown("--purge-every", 0.0, click.FloatRange(0))
+@_shown("--purge-batch", 1000, _POSITIVE)
 @_retention_options
-@click.option(
-    "--http",
-    "http_impl",
-    type=click.Choice(["auto", "h11", "httptools"]),
-    default="auto",
-    show_default=True,
-    help="uvicorn's HTTP parser; auto takes httptools when installed",
-)
-@click.option(
-    "--loop",
-    type=click.Choice(["auto", "asyncio", "uvloop"]),
-    default="auto",
-    show_default=True,
-    help="The event loop; auto takes uvloop when installed",
-)
-@click.option(
-    "--limit-connections",
-    default=0,
-    show_default=True,
-    type=click.IntRange(0),
-    help="Open connections at most; at the limit the longest idle one is closed "
-    "(0: half the descriptor limit, ulimit -n, at most 1024)",
-)
-@click.option(
-    "--limit-concurrency",
-    default=DEFAULT_LIMIT_CONCURRENCY,
-    show_default=True,
-    type=click.IntRange(1),
-    help="Requests in progress at most; beyond, 503 with Retry-After",
-)
-@click.option(
-    "--timeout-header",
-    default=DEFAULT_TIMEOUT_HEADER,
-    show_default=True,
-    type=click.FloatRange(0.1),
-    help="Seconds a connection has to send a complete request head",
-)
-@click.option(
-    "--timeout-body",
-    default=DEFAULT_TIMEOUT_BODY,
-    show_default=True,
-    type=click.FloatRange(0.1),
-    help="Seconds a request body has to arrive (then 408)",
-)
-@click.option(
-    "--timeout-keep-alive",
-    default=DEFAULT_TIMEOUT_KEEP_ALIVE,
-    show_default=True,
-    type=click.FloatRange(0.1),
-    help="Seconds an idle connection is kept open after a response",
-)
+@_shown("--http", "auto", click.Choice(["auto", "h11", "httptools"]), "http_impl")
+@_shown("--loop", "auto", click.Choice(["auto", "asyncio", "uvloop"]))
+@_shown("--limit-connections", 0, click.IntRange(0))
+@_shown("--limit-concurrency", DEFAULT_LIMIT_CONCURRENCY, _POSITIVE)
+@_shown("--timeout-header", DEFAULT_TIMEOUT_HEADER, _SECONDS)
+@_shown("--timeout-body", DEFAULT_TIMEOUT_BODY, _SECONDS)
+@_shown("--timeout-keep-alive", DEFAULT_TIMEOUT_KEEP_ALIVE, _SECONDS)
 def serve(
     db_url: str,
     host: str,
@@ -286,18 +259,8 @@ def serve(
 @ingest.command()
 @click.option("--max-batch", default=500, show_default=True, type=click.IntRange(1))
 @click.option("--max-body", default=16 * 1024 * 1024, show_default=True, type=click.IntRange(1))
-@click.option(
-    "--auth/--no-auth",
-    default=False,
-    show_default=True,
-    help="Describe the operations as requiring the bearer token",
-)
-@click.option(
-    "--signed/--no-signed",
-    default=False,
-    show_default=True,
-    help="Describe the writes as requiring X-Framework-Signature",
-)
+@_shown("--auth/--no-auth", False)
+@_shown("--signed/--no-signed", False)
 def openapi(max_batch: int, max_body: int, auth: bool, signed: bool) -> None:
     """Print the OpenAPI description a server with these options serves."""
     from framework_ingest.openapi import build_openapi
@@ -388,13 +351,7 @@ def failed(db_url: str, claim_id: str, keys: tuple[str, ...], reason: str) -> No
 
 @ingest.command()
 @_db_option
-@click.option(
-    "--older-than",
-    default=600.0,
-    show_default=True,
-    type=click.FloatRange(0),
-    help="Seconds a row may stay running before it is returned to queued",
-)
+@_shown("--older-than", 600.0, click.FloatRange(0))
 def reap(db_url: str, older_than: float) -> None:
     """Return items stuck in running to queued (attempt counts untouched)."""
     from framework_ingest import handoff
@@ -425,13 +382,7 @@ def stats(db_url: str) -> None:
 @ingest.command()
 @_db_option
 @_retention_options
-@click.option(
-    "--batch",
-    default=1000,
-    show_default=True,
-    type=click.IntRange(1),
-    help="Rows per transaction",
-)
+@_shown("--batch", 1000, _POSITIVE)
 def purge(
     db_url: str,
     history_age: float | None,

@@ -9,7 +9,6 @@ and transactions only; the SQL lives in the store.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from functools import lru_cache
@@ -18,7 +17,7 @@ import psycopg
 import psycopg.errors
 
 from framework.workspace import redact_url
-from framework_ingest.db import Backend, Params, Row, Tx
+from framework_ingest.db import Backend, Params, Row, ThreadConnections, Tx
 from framework_ingest.errors import BackendUnavailable, TransactionConflict
 
 # An arbitrary constant naming "the ingest schema migration" among advisory locks.
@@ -57,25 +56,18 @@ class PostgresBackend(Backend):
 
     def __init__(self, url: str) -> None:
         self.url = url
-        self._local = threading.local()
-        self._all: list[psycopg.Connection] = []
-        self._all_lock = threading.Lock()
+        self._conns = ThreadConnections(self._connect, lambda c: not (c.closed or c.broken))
 
     def _conn(self) -> psycopg.Connection:
-        conn: psycopg.Connection | None = getattr(self._local, "conn", None)
-        if conn is not None and (conn.closed or conn.broken):
-            conn = None
-        if conn is None:
-            try:
-                conn = psycopg.connect(self.url, autocommit=True, connect_timeout=10)
-            except psycopg.Error as exc:
-                raise BackendUnavailable(
-                    f"cannot connect to {redact_url(self.url)}: {type(exc).__name__}"
-                ) from exc
-            self._local.conn = conn
-            with self._all_lock:
-                self._all.append(conn)
-        return conn
+        return self._conns.get()
+
+    def _connect(self) -> psycopg.Connection:
+        try:
+            return psycopg.connect(self.url, autocommit=True, connect_timeout=10)
+        except psycopg.Error as exc:
+            raise BackendUnavailable(
+                f"cannot connect to {redact_url(self.url)}: {type(exc).__name__}"
+            ) from exc
 
     @contextmanager
     def transaction(self, *, write: bool = True) -> Iterator[Tx]:
@@ -99,8 +91,4 @@ class PostgresBackend(Backend):
         self._conn().execute(sql.encode("utf-8"))
 
     def close(self) -> None:
-        with self._all_lock:
-            conns, self._all = self._all, []
-        for conn in conns:
-            conn.close()
-        self._local = threading.local()
+        self._conns.close()

@@ -4,8 +4,9 @@ real port is known before the first request.
 
 The server is uvicorn with the door's guards (:mod:`framework_ingest.guard`): a cap on
 open connections enforced at ``accept()``, a deadline for request heads, a cap on
-requests in progress. This module owns the server's lifecycle; it must not log request
-headers (uvicorn's access log prints the request line and status only).
+requests in progress. This module owns the server's lifecycle (the generic part, the
+socket and the thread, is :mod:`framework.serving`); it must not log request headers
+(uvicorn's access log prints the request line and status only).
 """
 
 from __future__ import annotations
@@ -13,12 +14,11 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import socket
-import threading
-import time
 from typing import Any
 
 import uvicorn
 
+from framework.serving import ServerThread, listen, serve
 from framework_ingest.guard import (
     ConnectionGuard,
     GuardedListener,
@@ -29,16 +29,9 @@ from framework_ingest.guard import (
 from framework_ingest.limits import ServerLimits
 
 
-def bind(host: str, port: int) -> GuardedListener:
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    # proto must say TCP: asyncio only sets TCP_NODELAY on accepted sockets whose proto is
-    # IPPROTO_TCP, and without it Nagle + delayed ACK cost ~40 ms per keep-alive response.
-    sock = GuardedListener(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, port))
-    sock.listen(2048)
-    sock.set_inheritable(True)
-    return sock
+def bind(host: str, port: int) -> socket.socket:
+    """A listening :class:`GuardedListener` (its guard is attached when served)."""
+    return listen(host, port, backlog=2048, factory=GuardedListener)
 
 
 def best_http() -> str:
@@ -115,14 +108,10 @@ def run_foreground(
         limits=limits,
         guard=_guarded(sock, limits),
     )
-    server = GuardedServer(config)
-    try:
-        server.run(sockets=[sock])
-    finally:
-        sock.close()
+    serve(GuardedServer(config), sock)
 
 
-class BackgroundServer:
+class BackgroundServer(ServerThread):
     """The app served by uvicorn in a thread on ``host``:port 0 (or a given port).
 
     ``start()`` returns once the server accepts connections; ``stop()`` shuts it down and
@@ -141,11 +130,9 @@ class BackgroundServer:
         limits: ServerLimits | None = None,
     ) -> None:
         self.app = app
-        self._sock = bind(host, port)
-        self.host = host
-        self.port = int(self._sock.getsockname()[1])
+        sock = bind(host, port)
         limits = limits or ServerLimits()
-        self.guard = _guarded(self._sock, limits)
+        self.guard = _guarded(sock, limits)
         config = make_config(
             app,
             access_log=access_log,
@@ -154,35 +141,4 @@ class BackgroundServer:
             limits=limits,
             guard=self.guard,
         )
-        self._server = GuardedServer(config)
-        self._thread = threading.Thread(
-            target=self._server.run,
-            kwargs={"sockets": [self._sock]},
-            daemon=True,
-            name=f"ingest-server-{self.port}",
-        )
-
-    @property
-    def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
-
-    def start(self, timeout: float = 30.0) -> BackgroundServer:
-        self._thread.start()
-        deadline = time.monotonic() + timeout
-        while not self._server.started:
-            if not self._thread.is_alive() or time.monotonic() > deadline:
-                self.stop()
-                raise RuntimeError("the ingest server did not start")
-            time.sleep(0.01)
-        return self
-
-    def stop(self, timeout: float = 30.0) -> None:
-        self._server.should_exit = True
-        self._thread.join(timeout)
-        self._sock.close()
-
-    def __enter__(self) -> BackgroundServer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+        super().__init__(GuardedServer(config), sock, host, name="ingest-server")

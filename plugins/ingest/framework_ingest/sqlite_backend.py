@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from framework_ingest.db import Backend, Params, Row, Tx
+from framework_ingest.db import Backend, Params, Row, ThreadConnections, Tx
 from framework_ingest.errors import BackendUnavailable, IngestConfigError
 
 BUSY_TIMEOUT_MS = 30_000
@@ -72,19 +72,11 @@ class SqliteBackend(Backend):
         if not self.path.parent.exists():
             raise IngestConfigError(f"folder of the database does not exist: {self.path.parent}")
         _create_private(self.path)
-        self._local = threading.local()
         self._write_lock = threading.Lock()
-        self._all: list[sqlite3.Connection] = []
-        self._all_lock = threading.Lock()
+        self._conns = ThreadConnections(self._open)
 
     def _conn(self) -> sqlite3.Connection:
-        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
-        if conn is None:
-            conn = self._open()
-            self._local.conn = conn
-            with self._all_lock:
-                self._all.append(conn)
-        return conn
+        return self._conns.get()
 
     def _open(self) -> sqlite3.Connection:
         # Switching a new file to WAL takes an exclusive lock, and SQLite answers
@@ -170,8 +162,4 @@ class SqliteBackend(Backend):
             raise IngestConfigError(f"incomplete statement in migration: {statement[:80]!r}")
 
     def close(self) -> None:
-        with self._all_lock:
-            conns, self._all = self._all, []
-        for conn in conns:
-            conn.close()
-        self._local = threading.local()
+        self._conns.close()

@@ -161,7 +161,7 @@ def _invalid(errors: list[dict[str, str]], obj: Any) -> ItemInvalid:
     key = obj.get("dedupe_key") if isinstance(obj, dict) else None
     return ItemInvalid(
         problem(422, "validation", detail, errors),
-        key if isinstance(key, str) and _storable(key) else None,
+        key if isinstance(key, str) and storable(key) else None,
     )
 
 
@@ -187,7 +187,7 @@ def prepare(obj: Any, *, batch: bool = False, idempotency_key: str | None = None
     errors: list[dict[str, str]] = []
     for name in ("source_type", "source_id", "content_hash", "dedupe_key"):
         value: str = getattr(item, name)
-        if not _storable(value):
+        if not storable(value):
             errors.append({"field": name, "message": "contains an unpaired surrogate"})
     if not errors and item.dedupe_key != f"{item.source_type}:{item.source_id}":
         errors.append({"field": "dedupe_key", "message": "must be '{source_type}:{source_id}'"})
@@ -198,7 +198,7 @@ def prepare(obj: Any, *, batch: bool = False, idempotency_key: str | None = None
     except ValueError:  # 1e999 parses to inf, which JSON cannot carry back out
         data_text = ""
         errors.append({"field": "data", "message": "holds a number out of range"})
-    if not _storable(data_text):
+    if not storable(data_text):
         errors.append({"field": "data", "message": "contains an unpaired surrogate"})
     scraped_at = ""
     try:
@@ -212,7 +212,9 @@ def prepare(obj: Any, *, batch: bool = False, idempotency_key: str | None = None
     return Prepared(item, scraped_at, data_text, idempotency_key)
 
 
-def _storable(text: str) -> bool:
+def storable(text: str) -> bool:
+    """Whether ``text`` encodes as UTF-8: a lone surrogate (JSON's ``\\ud800`` escape
+    can carry one) does not, and neither backend could store it."""
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:

@@ -13,8 +13,9 @@ maps them to exit codes (0 drained, 2 usage, 3 checkpoint, 4 halted).
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import click
 
@@ -32,14 +33,17 @@ from framework_ship.endpoint import (
     choose_endpoint,
     plain_http_warning,
 )
+from framework_ship.options import DEFAULT_BATCH_SIZE, ShipOptions
 from framework_ship.pg_claims import LEASE_SECONDS
 from framework_ship.pg_run import PgShipper
-from framework_ship.policy import DEFAULT_RETRY_AFTER_CAP, RetryPolicy
+from framework_ship.policy import RetryPolicy
 from framework_ship.prune import prune_log
-from framework_ship.run import DEFAULT_BATCH_SIZE, STOP_GRACE_S, ShipOptions, Shipper
+from framework_ship.run import Shipper
 
 ENV_TOKEN_ENV = "FRAMEWORK_SHIP_TOKEN_ENV"  # noqa: S105 - a variable name, not a secret
 DEFAULT_SIGNING_SECRET_ENV = "FRAMEWORK_SHIP_SIGNING_SECRET"  # noqa: S105 - a variable name
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 def job_ship_settings(job: str, root: Path) -> ShipSettings | None:
@@ -78,6 +82,34 @@ def _first(*values: str | None) -> str | None:
     return None
 
 
+_COUNT = click.IntRange(min=1)
+_SECONDS = click.FloatRange(min=0)
+_POSITIVE = click.FloatRange(min=0, min_open=True)
+_SHARE = click.FloatRange(min=0, max=1, min_open=True)
+
+# The help of the options whose default --help shows (see _shown).
+_HELP = {
+    "--concurrency": "Deliveries in flight (threads); never two of one key.",
+    "--timeout": "Seconds one request may take, all of it (connect, send, answer).",
+    "--stop-grace": "At SIGINT/SIGTERM: seconds requests in flight get before they are "
+    "abandoned. [$FRAMEWORK_STOP_GRACE]",
+    "--retry-after-cap": "Longest Retry-After honoured by sleeping; longer: exit 3.",
+    "--max-attempts": "Attempts per item (or batch) before it counts as error.",
+    "--max-delay": "Seconds one delivery may spend retrying.",
+    "--max-error-rate": "Halt (exit 4) when errors+rejections exceed this share of the window.",
+    "--error-window": "Items the error-rate breaker looks back over.",
+    "--lease-seconds": "PostgreSQL workspace: how long a claim on a key holds without a heartbeat.",
+}
+
+
+def _shown(flag: str, kind: click.ParamType, default: float, **extra: Any) -> Callable[[F], F]:
+    """An option whose default ``--help`` shows, the default taken where the run keeps it
+    (ShipOptions, RetryPolicy, pg_claims), so the command and the run cannot disagree."""
+    return click.option(
+        flag, type=kind, default=default, show_default=True, help=_HELP[flag], **extra
+    )
+
+
 @click.command("ship")
 @click.argument("job")
 @click.option("--endpoint", default=None, help=f"Ingest URL (base or items URL). [${ENV_ENDPOINT}]")
@@ -95,33 +127,13 @@ def _first(*values: str | None) -> str | None:
 )
 @click.option(
     "--batch-size",
-    type=click.IntRange(min=1),
+    type=_COUNT,
     default=None,
     help=f"Items per request via /batch; 1 ships one by one. [default {DEFAULT_BATCH_SIZE}]",
 )
-@click.option(
-    "--concurrency",
-    type=click.IntRange(min=1),
-    default=1,
-    show_default=True,
-    help="Deliveries in flight (threads); never two of one key.",
-)
-@click.option(
-    "--timeout",
-    type=click.FloatRange(min=0, min_open=True),
-    default=30.0,
-    show_default=True,
-    help="Seconds one request may take, all of it (connect, send, answer).",
-)
-@click.option(
-    "--stop-grace",
-    type=click.FloatRange(min=0),
-    default=STOP_GRACE_S,
-    show_default=True,
-    envvar="FRAMEWORK_STOP_GRACE",
-    help="At SIGINT/SIGTERM: seconds requests in flight get before they are abandoned. "
-    "[$FRAMEWORK_STOP_GRACE]",
-)
+@_shown("--concurrency", _COUNT, ShipOptions.concurrency)
+@_shown("--timeout", _POSITIVE, ShipOptions.timeout)
+@_shown("--stop-grace", _SECONDS, ShipOptions.stop_grace, envvar="FRAMEWORK_STOP_GRACE")
 @click.option(
     "--max-items",
     type=click.IntRange(min=0),
@@ -134,41 +146,11 @@ def _first(*values: str | None) -> str | None:
 @click.option(
     "--dry-run", is_flag=True, help="Print what would ship and why; send and write nothing."
 )
-@click.option(
-    "--retry-after-cap",
-    type=click.FloatRange(min=0),
-    default=DEFAULT_RETRY_AFTER_CAP,
-    show_default=True,
-    help="Longest Retry-After honoured by sleeping; longer: exit 3.",
-)
-@click.option(
-    "--max-attempts",
-    type=click.IntRange(min=1),
-    default=5,
-    show_default=True,
-    help="Attempts per item (or batch) before it counts as error.",
-)
-@click.option(
-    "--max-delay",
-    type=click.FloatRange(min=0),
-    default=120.0,
-    show_default=True,
-    help="Seconds one delivery may spend retrying.",
-)
-@click.option(
-    "--max-error-rate",
-    type=click.FloatRange(min=0, max=1, min_open=True),
-    default=0.5,
-    show_default=True,
-    help="Halt (exit 4) when errors+rejections exceed this share of the window.",
-)
-@click.option(
-    "--error-window",
-    type=click.IntRange(min=1),
-    default=50,
-    show_default=True,
-    help="Items the error-rate breaker looks back over.",
-)
+@_shown("--retry-after-cap", _SECONDS, RetryPolicy.retry_after_cap)
+@_shown("--max-attempts", _COUNT, RetryPolicy.max_attempts)
+@_shown("--max-delay", _SECONDS, RetryPolicy.max_delay)
+@_shown("--max-error-rate", _SHARE, ShipOptions.max_error_rate)
+@_shown("--error-window", _COUNT, ShipOptions.error_window)
 @click.option(
     "--signing-secret-env",
     default=None,
@@ -176,13 +158,7 @@ def _first(*values: str | None) -> str | None:
     help=f"Env variable holding the HMAC signing secret; when set, every request is "
     f"signed (X-Framework-Signature). [default ${DEFAULT_SIGNING_SECRET_ENV}]",
 )
-@click.option(
-    "--lease-seconds",
-    type=click.FloatRange(min=0, min_open=True),
-    default=LEASE_SECONDS,
-    show_default=True,
-    help="PostgreSQL workspace: how long a claim on a key holds without a heartbeat.",
-)
+@_shown("--lease-seconds", _POSITIVE, LEASE_SECONDS)
 @click.option("-q", "--quiet", is_flag=True, help="No progress line.")
 @click.option(
     "--prune",

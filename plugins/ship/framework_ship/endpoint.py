@@ -8,8 +8,9 @@ on this machine (a loopback host). Anywhere else it is used only when the operat
 confirmed it: ``--endpoint`` (which then replaces it anyway), or
 ``$FRAMEWORK_SHIP_ENDPOINT`` naming the same origin (scheme, host, port). Else the
 run is refused with :class:`EndpointNotConfirmed` (exit 2). It also says when a token
-would cross the network in clear (:func:`plain_http_warning`). It never sends anything
-and never reads the token itself.
+would cross the network in clear (:func:`plain_http_warning`), and how a run names its
+endpoint without credentials (:func:`shown_endpoint`, :func:`safe_endpoint`). It never
+sends anything and never reads the token itself.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from urllib.parse import urlsplit
 
 from framework.errors import UsageError
 from framework.terminal import printable
+from framework_ship.client import items_url
 
 ENV_ENDPOINT = "FRAMEWORK_SHIP_ENDPOINT"
 FROM_FLAG = "--endpoint"
@@ -108,6 +110,28 @@ def plain_http_warning(url: str, token: str | None) -> str | None:
     )
 
 
+def shown_endpoint(endpoint: str) -> str:
+    """Where a run would send, as a dry run names it: the items URL, no credentials."""
+    if not endpoint:
+        return (
+            "(none: a real run needs --endpoint, ship.endpoint in the job spec or "
+            "$FRAMEWORK_SHIP_ENDPOINT)"
+        )
+    try:
+        return items_url(endpoint)
+    except ValueError:
+        return safe_endpoint(endpoint)
+
+
+def safe_endpoint(endpoint: str) -> str:
+    """The endpoint as events.jsonl keeps it: no user, password, query or fragment."""
+    parts = urlsplit(endpoint)
+    host = parts.hostname or ""
+    if parts.port:
+        host = f"{host}:{parts.port}"
+    return f"{parts.scheme}://{host}{parts.path}"
+
+
 __all__ = [
     "ENV_ENDPOINT",
     "Endpoint",
@@ -116,4 +140,6 @@ __all__ = [
     "is_loopback",
     "origin",
     "plain_http_warning",
+    "safe_endpoint",
+    "shown_endpoint",
 ]

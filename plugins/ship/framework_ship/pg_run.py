@@ -27,13 +27,15 @@ from typing import Any
 
 from framework.errors import Checkpoint, FrameworkError
 from framework.workspace import StoredItem
+from framework_ship.decide import DECIDE_CHUNK, chunked, decide
 from framework_ship.deliver import Deliverer, UnitResult
 from framework_ship.index import Latest
 from framework_ship.pg_claims import LEASE_SECONDS, PgClaims
 from framework_ship.pg_db import ShipDb
 from framework_ship.pg_deadline import PgDeadline
 from framework_ship.pg_index import PgShipIndex, PgShipLog
-from framework_ship.run import DECIDE_CHUNK, OUTCOME_ORDER, Shipper, ShipSummary, decide
+from framework_ship.run import Shipper
+from framework_ship.summary import OUTCOME_ORDER, ShipSummary
 
 FENCED = "fenced"
 POLL_SECONDS = 0.2  # how often keys held by another shipper are tried again
@@ -87,18 +89,13 @@ class PgShipper(Shipper):
     def _stopped(self, summary: ShipSummary, index: Any, host: str) -> None:
         self.claims.stop({"shipper": self.claims.shipper_id, **summary.as_dict()})
 
-    def _finish(
-        self,
-        summary: ShipSummary,
-        stop_error: FrameworkError | None,
-        last_error: str | None = None,
-    ) -> FrameworkError | None:
-        if stop_error is None and summary.counts.get(FENCED, 0):
-            stop_error = Checkpoint(
+    def _held_up(self, summary: ShipSummary) -> FrameworkError | None:
+        if summary.counts.get(FENCED, 0):
+            return Checkpoint(
                 f"{summary.counts[FENCED]} deliveries fenced: another shipper took their "
                 "keys over while this one was held up; the next run decides them again"
             )
-        return super()._finish(summary, stop_error, last_error)
+        return None
 
     def _append_event(self, record: dict[str, Any]) -> None:
         events = getattr(self.ws, "events", None)
@@ -129,34 +126,18 @@ class PgShipper(Shipper):
             return
         size = max(1, min(DECIDE_CHUNK, self._batch_limit))
         later: list[str] = []  # keys another live shipper holds: tried again at the end
-        chunk: list[StoredItem] = []
         wanted = set(self.options.only)
-        for item in self._items():
-            wanted.discard(item.dedupe_key)
-            chunk.append(item)
-            if len(chunk) >= size:
-                yield from self._claimed(index, chunk, later)
-                chunk = []
-        if chunk:
+        for chunk in chunked(self._items_noting(wanted), size):
             yield from self._claimed(index, chunk, later)
-        if wanted:
-            self.notice(
-                f"--only: {len(wanted)} keys are not among the workspace's items: "
-                + ", ".join(sorted(wanted)[:10])
-            )
+        self._tell_unknown(wanted)
         while later and not self.stop.is_set():
             # held by another shipper: wait for its recording, its lease, or its death
             self.stop.wait(POLL_SECONDS)
             keys, later = sorted(set(later)), []
-            chunk = []
-            for item in self.ws.store.iter_items(
+            items = self.ws.store.iter_items(
                 complete_only=not self.options.include_incomplete, only=keys
-            ):
-                chunk.append(item)
-                if len(chunk) >= size:
-                    yield from self._claimed(index, chunk, later)
-                    chunk = []
-            if chunk:
+            )
+            for chunk in chunked(items, size):
                 yield from self._claimed(index, chunk, later)
 
     def _claimed(

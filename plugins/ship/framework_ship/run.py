@@ -2,185 +2,52 @@
 
 Owns one run of ``framework ship``: take the workspace's ship lock, stream its items in
 dedupe-key order (bounded memory: the store pages them, the side index answers "already
-delivered?" per key), decide per item (ship / skip / hold), group items into units of
-``batch_size``, hand units to a thread pool of ``concurrency`` deliverers (never two
-in-flight deliveries of one key), count final outcomes, trip the error-rate breaker,
-honour ``--max-items`` and SIGINT/SIGTERM (the first lets what is in flight finish
-within the stop grace and names it, a second aborts the wait), append
-``ship_started``/``ship_finished`` to ``events.jsonl`` and print a summary; a run that
+delivered?" per key, :mod:`~framework_ship.decide` gives the verdict: ship / skip /
+hold), group items into units of ``batch_size``, hand units to a pool of
+``concurrency`` deliverers (:mod:`~framework_ship.pool`; what comes back is counted by
+:mod:`~framework_ship.flight`, which also trips the error-rate breaker and never lets
+two deliveries of one key be in flight), honour ``--max-items`` and SIGINT/SIGTERM
+(:mod:`~framework_ship.interrupt`), append ``ship_started``/``ship_finished`` to
+``events.jsonl`` and print a summary (:mod:`~framework_ship.summary`); a run that
 rejected anything ends in :class:`Rejected` (exit 4). Everything it prints or stores
 passes one :class:`~framework_ship.mask.Masker`, and everything it prints passes
 :func:`framework.terminal.printable` (keys and a server's texts are not ours: no
 control character of theirs reaches the terminal). The verdict of the run is its
 return (drained) or a raised :class:`Checkpoint` / :class:`Halted`; it never calls
 ``sys.exit``. HTTP, retries and the log format belong to :mod:`client`, :mod:`deliver`,
-:mod:`shiplog`.
+:mod:`shiplog`; the run's options to :mod:`~framework_ship.options`.
 """
 
 from __future__ import annotations
 
-import queue
-import signal
 import sys
 import threading
 import time
-from collections import Counter, deque
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, wait
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
 from typing import Any, TextIO
-from urllib.parse import urlsplit
 
-from framework import progress
-from framework.errors import Checkpoint, FrameworkError, Halted, UsageError
+from framework.errors import Checkpoint, FrameworkError, Halted
 from framework.terminal import printable
 from framework.workspace import StoredItem, Workspace, utc_now
 from framework_ship.classify import Outcome
-from framework_ship.client import IngestClient, items_url
+from framework_ship.client import IngestClient
 from framework_ship.deadline import Deadline, host_of
+from framework_ship.decide import DECIDE_CHUNK, chunked, decide
 from framework_ship.deliver import Aborted, Deliverer, Interrupted, UnitResult
-from framework_ship.index import SUCCESS, Latest, ShipIndex, digest
+from framework_ship.endpoint import safe_endpoint, shown_endpoint
+from framework_ship.flight import SHOWN_REJECTIONS, InFlight
+from framework_ship.index import ShipIndex
+from framework_ship.interrupt import StopSignals
 from framework_ship.mask import Masker
-from framework_ship.policy import RetryPolicy
+from framework_ship.options import DEFAULT_BATCH_SIZE, STOP_GRACE_S, ShipOptions
+from framework_ship.pool import make_pool
 from framework_ship.shiplog import ShipLog
-
-# Measured (bench/bench_ship.py, docs/benchmarks.md) against the reference server:
-# 250 was the fastest size in one scan and within 13% of 500 in the other, while it
-# stays half the server's default limit (500: a 413 above) and a request under 100 KB.
-DEFAULT_BATCH_SIZE = 250
-DECIDE_CHUNK = 500  # items per index query; bounded memory, few round trips
-_SHOWN_REJECTIONS = 5  # rejections named on stderr at the end of a run
-OUTCOME_ORDER = ("accepted", "updated", "duplicate", "skipped", "rejected", "error")
-# What requests in flight get at a stop before they are abandoned (the crawl's
-# FRAMEWORK_STOP_GRACE default, framework.crawl.stopping.GRACE_S).
-STOP_GRACE_S = 5.0
+from framework_ship.summary import OUTCOME_ORDER, RunProgress, ShipSummary
 
 
 class Rejected(Halted):
     """The endpoint refused items (400/413/422): they wait for a human (exit 4)."""
-
-
-@dataclass(frozen=True)
-class ShipOptions:
-    endpoint: str
-    fallback_path: str | None = None
-    batch_size: int = DEFAULT_BATCH_SIZE
-    concurrency: int = 1
-    timeout: float = 30.0
-    max_items: int | None = None
-    only: Sequence[str] = ()
-    include_incomplete: bool = False
-    retry_rejected: bool = False
-    dry_run: bool = False
-    max_error_rate: float = 0.5
-    error_window: int = 50
-    policy: RetryPolicy = field(default_factory=RetryPolicy)
-    stop_grace: float = STOP_GRACE_S
-
-    def __post_init__(self) -> None:
-        if self.batch_size < 1:
-            raise UsageError("--batch-size must be at least 1")
-        if self.concurrency < 1:
-            raise UsageError("--concurrency must be at least 1")
-        if self.timeout <= 0:
-            raise UsageError("--timeout must be positive")
-        if self.max_items is not None and self.max_items < 0:
-            raise UsageError("--max-items must not be negative")
-        if not 0 < self.max_error_rate <= 1:
-            raise UsageError("--max-error-rate is a fraction in (0, 1]")
-        if self.error_window < 1:
-            raise UsageError("--error-window must be at least 1")
-        if self.stop_grace < 0:
-            raise UsageError("--stop-grace must not be negative")
-
-
-@dataclass
-class ShipSummary:
-    counts: Counter[str] = field(default_factory=Counter)
-    held: int = 0  # rejected earlier, same content: waits for review (--retry-rejected)
-    elapsed: float = 0.0
-    reason: str = "drained"
-    exit_code: int = 0
-    order: tuple[str, ...] = OUTCOME_ORDER  # the outcomes shown, in this order
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "counts": {k: self.counts.get(k, 0) for k in self.order},
-            "held_rejected": self.held,
-            "elapsed_s": round(self.elapsed, 3),
-            "reason": self.reason,
-            "exit_code": self.exit_code,
-        }
-
-    def line(self) -> str:
-        parts = [f"{k} {self.counts.get(k, 0)}" for k in self.order]
-        sent = sum(self.counts.get(k, 0) for k in ("accepted", "updated", "duplicate"))
-        rate = sent / self.elapsed if self.elapsed > 0 else 0.0
-        held = f" (held for review: {self.held})" if self.held else ""
-        return (
-            f"ship: {', '.join(parts)}{held}; {self.elapsed:.1f} s, {rate:.0f} items/s; "
-            f"{self.reason}"
-        )
-
-
-def decide(item: StoredItem, latest: Latest | None, retry_rejected: bool) -> tuple[bool, str]:
-    """(ship?, why) for one item, from the latest ship-log record of its key."""
-    if latest is None:
-        return True, "never shipped"
-    h = digest(item.content_hash)
-    if latest.ok_hash == h and latest.hash == h:
-        return False, "delivered with this content"
-    if latest.outcome == "rejected" and latest.hash == h:
-        if retry_rejected:
-            return True, "rejected before; --retry-rejected"
-        return False, "rejected before with this content; held for review"
-    if latest.ok_hash is not None and latest.ok_hash != h:
-        return True, "content changed since the last delivery"
-    if latest.outcome in SUCCESS:
-        return True, "content changed since the last delivery"
-    return True, "previous attempts failed"
-
-
-class _Progress:
-    """The run's progress on stderr, as the crawl's (:mod:`framework.progress`): a live
-    line on a terminal, a plain line every ``FRAMEWORK_PROGRESS_INTERVAL`` seconds
-    elsewhere, none when quiet. Counts items with a verdict this run of those to look at."""
-
-    def __init__(self, stream: TextIO, quiet: bool = False) -> None:
-        self.stream = stream
-        self.mode = progress.mode(quiet, stream)
-        self._meter: progress.Meter | None = None
-        self._counts: Counter[str] = Counter()
-
-    def start(self, total: int | None) -> None:
-        self._meter = progress.Meter(
-            "ship",
-            total,
-            "items",
-            self.mode,
-            every=progress.interval(self.mode),
-            stream=self.stream,
-            detail=self._detail,
-        ).start()
-
-    def _detail(self) -> str:
-        c = self._counts
-        sent = sum(c.get(k, 0) for k in ("accepted", "updated", "duplicate"))
-        return (
-            f"shipped {sent}, skipped {c.get('skipped', 0)}, rejected "
-            f"{c.get('rejected', 0)}, error {c.get('error', 0)}"
-        )
-
-    def update(self, summary: ShipSummary) -> None:
-        if self._meter is not None:
-            self._counts = summary.counts
-            self._meter.update(sum(summary.counts.values()) + summary.held)
-
-    def done(self) -> None:
-        if self._meter is not None:
-            self._meter.stop()
-            self._meter = None
 
 
 class Shipper:
@@ -213,15 +80,13 @@ class Shipper:
             printable(self.mask(message))
         )
         self.summary: ShipSummary | None = None  # the last run's, also when it raised
-        self._client: IngestClient | None = None  # while a run sends
-        self._aborting = False
         self._rejected: dict[str, str | None] = {}  # the first few rejections of the run
         self.sleep = sleep
         self.clock = clock
         self.stop = threading.Event()
-        self.stop_reason: str | None = None
+        self.signals = StopSignals(self.stop, self.notice, options.timeout, options.stop_grace)
         self._batch_limit = options.batch_size
-        self._progress = _Progress(
+        self._progress = RunProgress(
             progress_stream if progress_stream is not None else sys.stderr, quiet
         )
 
@@ -234,23 +99,22 @@ class Shipper:
 
     def _decided(self, index: ShipIndex) -> Iterator[tuple[StoredItem, bool, str]]:
         """The item stream with a verdict each, asking the index once per chunk."""
-        chunk: list[StoredItem] = []
         wanted = set(self.options.only)
-
-        def flush() -> Iterator[tuple[StoredItem, bool, str]]:
+        retry = self.options.retry_rejected
+        for chunk in chunked(self._items_noting(wanted), DECIDE_CHUNK):
             latest = index.lookup_many([i.dedupe_key for i in chunk])
             for item in chunk:
-                ship, why = decide(item, latest.get(item.dedupe_key), self.options.retry_rejected)
-                yield item, ship, why
+                yield item, *decide(item, latest.get(item.dedupe_key), retry)
+        self._tell_unknown(wanted)
 
+    def _items_noting(self, wanted: set[str]) -> Iterator[StoredItem]:
+        """The items, each key struck from ``wanted`` as it comes (what stays in it
+        is an ``--only`` key the workspace does not have)."""
         for item in self._items():
             wanted.discard(item.dedupe_key)
-            chunk.append(item)
-            if len(chunk) >= DECIDE_CHUNK:
-                yield from flush()
-                chunk = []
-        if chunk:
-            yield from flush()
+            yield item
+
+    def _tell_unknown(self, wanted: set[str]) -> None:
         if wanted:
             kind = "items" if self.options.include_incomplete else "complete items"
             self.notice(
@@ -272,7 +136,7 @@ class Shipper:
     def dry_run(self) -> ShipSummary:
         started = time.monotonic()
         summary = ShipSummary(reason="dry run: nothing sent, nothing written")
-        self.echo(f"endpoint {_shown_endpoint(self.options.endpoint)}")
+        self.echo(f"endpoint {shown_endpoint(self.options.endpoint)}")
         with self._open_index(readonly=True) as index:
             would = 0
             for item, ship, why in self._decided(index):
@@ -366,57 +230,6 @@ class Shipper:
     def _stopped(self, summary: ShipSummary, index: Any, host: str) -> None:
         index.set_last_run({"time": utc_now(), "endpoint_host": host, **summary.as_dict()})
 
-    def _on_signal(self, signum: int, frame: Any) -> None:
-        """First SIGINT/SIGTERM: start nothing new, give what is in flight the stop grace
-        to finish (then it is abandoned), log it either way, and say what the run waits
-        for. Second: abort the wait at once."""
-        name = signal.Signals(signum).name
-        if self._aborting:
-            return  # the abort is recording what it can
-        if self.stop_reason is not None:
-            self._aborting = True
-            # Raised in the main thread wherever it waits (a socket read one by one, the
-            # pool's futures otherwise): the run records the stop and exits 3.
-            raise Aborted(
-                f"aborted ({name} twice): the answer waited for was abandoned; that "
-                "delivery goes out again next run"
-            )
-        self.stop_reason = f"interrupted ({name})"
-        self.stop.set()
-        if self._client is not None:
-            self._client.stop_within(self.options.stop_grace)
-        self.notice(self._waiting_notice(name))
-
-    def _waiting_notice(self, name: str) -> str:
-        waiting = self._client.waiting() if self._client is not None else []
-        if not waiting:
-            return (
-                f"interrupted ({name}): finishing the current step, then stopping; "
-                f"{name} again to abort at once"
-            )
-        path, so_far, items = max(waiting, key=lambda w: w[1])
-        others = f" (and {len(waiting) - 1} more requests)" if len(waiting) > 1 else ""
-        timeout, grace = self.options.timeout, self.options.stop_grace
-        left = max(0.0, timeout - so_far)
-        if left < grace:
-            bound = f"its --timeout ends it within {left:.0f} s"
-        else:
-            bound = f"it gets {grace:g} s more (--stop-grace), then it is abandoned"
-        return (
-            f"interrupted ({name}): waiting for the answer to POST {path} "
-            f"({items} item{'s' if items != 1 else ''}, {so_far:.0f} s so far{others}, "
-            f"--timeout {timeout:g} s); {bound}; logged either way, then the run stops; "
-            f"{name} again to abort at once"
-        )
-
-    def _install_signals(self) -> dict[int, Any]:
-        if threading.current_thread() is not threading.main_thread():
-            return {}
-        previous: dict[int, Any] = {}
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            previous[sig] = signal.signal(sig, self._on_signal)
-        return previous
-
     def _run_locked(self) -> ShipSummary:
         opts = self.options
         started = time.monotonic()
@@ -433,7 +246,7 @@ class Shipper:
             signing_secret=self._signing_secret,
             clock=self.clock,
         )
-        self._client = client
+        self.signals.client = client
         deliverer = Deliverer(
             client,
             log,
@@ -447,13 +260,13 @@ class Shipper:
         )
         self._event(
             "ship_started",
-            endpoint=_safe_endpoint(opts.endpoint),
+            endpoint=safe_endpoint(opts.endpoint),
             batch_size=opts.batch_size,
             concurrency=opts.concurrency,
             max_items=opts.max_items,
             only=len(opts.only) or None,
         )
-        previous = self._install_signals()
+        previous = self.signals.install()
         stop_error: FrameworkError | None = None
         crashed: BaseException | None = None
         self._progress.start(self._to_look_at())
@@ -463,8 +276,7 @@ class Shipper:
             crashed = exc
             raise
         finally:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
+            self.signals.restore(previous)
             self._progress.done()
             client.close()
             log.close()
@@ -492,6 +304,8 @@ class Shipper:
         A rejection waits for a human whatever else happened, so a run that rejected
         anything exits 4 (the error-rate breaker only decides when to stop early).
         ``last_error``: the last failed attempt, said with items that failed."""
+        if stop_error is None:
+            stop_error = self._held_up(summary)
         if stop_error is None and summary.counts.get("error", 0):
             why = f" (last error: {last_error})" if last_error else ""
             stop_error = Checkpoint(
@@ -500,7 +314,7 @@ class Shipper:
             )
         rejected = summary.counts.get(Outcome.REJECTED, 0)
         if rejected:
-            for key, detail in list(self._rejected.items())[:_SHOWN_REJECTIONS]:
+            for key, detail in list(self._rejected.items())[:SHOWN_REJECTIONS]:
                 self.notice(
                     f"rejected {printable(key, keep='')}: "
                     f"{printable(detail or '(no detail)', keep='')}"
@@ -526,6 +340,11 @@ class Shipper:
             summary.exit_code = stop_error.exit_code
         return stop_error
 
+    def _held_up(self, summary: ShipSummary) -> FrameworkError | None:
+        """What else makes a run that stopped for no other reason a checkpoint (a
+        workspace kind's own outcomes: PgShipper's fenced deliveries)."""
+        return None
+
     def _lower_batch_limit(self, size: int) -> None:
         self._batch_limit = max(1, min(self._batch_limit, size))
 
@@ -533,65 +352,22 @@ class Shipper:
         self, deliverer: Deliverer, index: ShipIndex, summary: ShipSummary
     ) -> FrameworkError | None:
         opts = self.options
-        window: deque[bool] = deque(maxlen=opts.error_window)
-        in_flight: dict[_Pending, list[StoredItem]] = {}
-        in_flight_keys: set[str] = set()
-        stop_error: FrameworkError | None = None
         unit: list[StoredItem] = []
         unit_keys: set[str] = set()
         shipped = 0
-
-        def collect(block: bool) -> None:
-            nonlocal stop_error
-            if not in_flight:
-                return
-            done: Iterable[_Pending]
-            if inline:
-                done = list(in_flight)  # ran in this thread: all finished
-            else:
-                done, _ = wait(
-                    list(in_flight),  # type: ignore[arg-type]  # futures of the pool
-                    timeout=None if block else 0,
-                    return_when=FIRST_COMPLETED,
-                )
-            for future in done:
-                items = in_flight.pop(future)
-                for item in items:
-                    in_flight_keys.discard(item.dedupe_key)
-                result = future.result()
-                for key, detail in result.rejected.items():
-                    if len(self._rejected) < _SHOWN_REJECTIONS:
-                        self._rejected[key] = detail
-                for item in items:
-                    outcome = result.final.get(item.dedupe_key)
-                    if outcome is None:
-                        continue  # never finished (stopped): no verdict this run
-                    summary.counts[outcome] += 1
-                    window.append(outcome in (Outcome.ERROR, Outcome.REJECTED))
-                if result.stop is not None and _rank(result.stop) > _rank(stop_error):
-                    stop_error = result.stop
-                    self.stop.set()
-                if stop_error is None and len(window) >= opts.error_window:
-                    bad = sum(window) / len(window)
-                    if bad > opts.max_error_rate:
-                        stop_error = Halted(
-                            f"error/rejection rate {bad:.0%} over the last {len(window)} "
-                            f"items exceeds --max-error-rate {opts.max_error_rate:.0%}"
-                        )
-                        self.stop.set()
-            self._progress.update(summary)
-
-        run_unit = self._unit_runner(deliverer)
-        pool: _Workers | _Inline
-        inline = opts.concurrency == 1 and opts.batch_size == 1
-        pool = _Inline() if inline else _Workers(opts.concurrency)
+        pool = make_pool(opts.concurrency, opts.batch_size)
+        flight = InFlight(
+            pool,
+            self._unit_runner(deliverer),
+            summary,
+            error_window=opts.error_window,
+            max_error_rate=opts.max_error_rate,
+            stop=self.stop,
+            rejected=self._rejected,
+            on_collect=self._progress.update,
+        )
         try:
             with pool:
-
-                def submit(batch: list[StoredItem]) -> None:
-                    in_flight[pool.submit(run_unit, batch)] = batch
-                    in_flight_keys.update(i.dedupe_key for i in batch)
-
                 for item, ship, why in self._decided(index):
                     self._progress.update(summary)
                     if self.stop.is_set():
@@ -603,36 +379,35 @@ class Shipper:
                             summary.counts[Outcome.SKIPPED] += 1
                         continue
                     if opts.max_items is not None and shipped >= opts.max_items:
-                        stop_error = Checkpoint(
+                        flight.stop_error = Checkpoint(
                             f"--max-items {opts.max_items} reached; more items wait to ship"
                         )
                         break
                     if item.dedupe_key in unit_keys:
                         continue  # the store yields a key once; never ship a key twice at once
-                    while item.dedupe_key in in_flight_keys:
-                        collect(block=True)
+                    while item.dedupe_key in flight:
+                        flight.collect(block=True)
                     unit.append(item)
                     unit_keys.add(item.dedupe_key)
                     shipped += 1
                     if len(unit) >= self._batch_limit:
-                        submit(unit)
+                        flight.submit(unit)
                         unit, unit_keys = [], set()
                         # Bounded: at most two units per worker are queued or running.
-                        while len(in_flight) >= 2 * opts.concurrency:
-                            collect(block=True)
-                        collect(block=False)
+                        while len(flight) >= 2 * opts.concurrency:
+                            flight.collect(block=True)
+                        flight.collect(block=False)
                 if unit and not self.stop.is_set():
-                    submit(unit)
-                while in_flight:
-                    collect(block=True)
+                    flight.submit(unit)
+                flight.drain()
         except Aborted as exc:
             # A second Ctrl-C while the main thread waited: the pool is left behind (its
             # daemon threads may still wait on a hung socket; they end with the process).
-            stop_error = exc
-        if self.stop_reason is not None and (
-            stop_error is None or isinstance(stop_error, Interrupted)
-        ):
-            stop_error = Interrupted(self.stop_reason)  # say which signal
+            flight.stop_error = exc
+        stop_error = flight.stop_error
+        reason = self.signals.reason
+        if reason is not None and (stop_error is None or isinstance(stop_error, Interrupted)):
+            stop_error = Interrupted(reason)  # say which signal
         return stop_error
 
     def _event(self, name: str, **data: Any) -> None:
@@ -652,122 +427,14 @@ class Shipper:
         self.ws.events.append(record)
 
 
-class _Workers:
-    """``n`` daemon threads running units, for what a ThreadPoolExecutor would do here.
-
-    Daemon threads, because an aborted run (a second Ctrl-C) must not wait for a hung
-    request's ``--timeout`` to end: an executor's workers are joined at exit. Normal
-    ends join them; queued units that start after a stop find it set and send nothing."""
-
-    def __init__(self, n: int) -> None:
-        self._queue: queue.SimpleQueue[
-            tuple[Future[UnitResult], Callable[[list[StoredItem]], UnitResult], list[StoredItem]]
-            | None
-        ] = queue.SimpleQueue()
-        self._threads = [
-            threading.Thread(target=self._work, name=f"ship-{i}", daemon=True) for i in range(n)
-        ]
-        for thread in self._threads:
-            thread.start()
-
-    def submit(
-        self, fn: Callable[[list[StoredItem]], UnitResult], unit: list[StoredItem]
-    ) -> Future[UnitResult]:
-        future: Future[UnitResult] = Future()
-        self._queue.put((future, fn, unit))
-        return future
-
-    def _work(self) -> None:
-        while True:
-            job = self._queue.get()
-            if job is None:
-                return
-            future, fn, unit = job
-            if not future.set_running_or_notify_cancel():
-                continue
-            try:
-                future.set_result(fn(unit))
-            except BaseException as exc:  # handed to the caller through the future
-                future.set_exception(exc)
-
-    def __enter__(self) -> _Workers:
-        return self
-
-    def __exit__(self, exc_type: type[BaseException] | None, *rest: object) -> None:
-        for _ in self._threads:
-            self._queue.put(None)
-        if exc_type is None:
-            for thread in self._threads:
-                thread.join()
-
-
-class _Completed:
-    """The finished unit of an inline run: what a Future says, without its lock and
-    condition (one per item one by one)."""
-
-    __slots__ = ("_exception", "_result")
-
-    def __init__(self, result: UnitResult | None, exception: BaseException | None) -> None:
-        self._result = result
-        self._exception = exception
-
-    def result(self) -> UnitResult:
-        if self._exception is not None:
-            raise self._exception
-        assert self._result is not None
-        return self._result
-
-
-_Pending = Future[UnitResult] | _Completed
-
-
-class _Inline:
-    """Runs each unit in the calling thread. One by one at concurrency 1, a thread
-    handoff (and a GIL hand-over) per item costs more than the overlap it buys."""
-
-    def submit(
-        self, fn: Callable[[list[StoredItem]], UnitResult], unit: list[StoredItem]
-    ) -> _Completed:
-        try:
-            return _Completed(fn(unit), None)
-        except BaseException as exc:  # handed to the caller, as a pool's future would
-            return _Completed(None, exc)
-
-    def __enter__(self) -> _Inline:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        pass
-
-
-def _rank(error: FrameworkError | None) -> int:
-    """Which stop reason the run reports when several units stop at once: a halt over
-    a checkpoint, and the cause over the "interrupted" of the units it stopped."""
-    if error is None:
-        return 0
-    if isinstance(error, Halted):
-        return 3
-    if isinstance(error, Interrupted):
-        return 1
-    return 2
-
-
-def _shown_endpoint(endpoint: str) -> str:
-    """Where a run would send, as a dry run names it: the items URL, no credentials."""
-    if not endpoint:
-        return (
-            "(none: a real run needs --endpoint, ship.endpoint in the job spec or "
-            "$FRAMEWORK_SHIP_ENDPOINT)"
-        )
-    try:
-        return items_url(endpoint)
-    except ValueError:
-        return _safe_endpoint(endpoint)
-
-
-def _safe_endpoint(endpoint: str) -> str:
-    parts = urlsplit(endpoint)
-    host = parts.hostname or ""
-    if parts.port:
-        host = f"{host}:{parts.port}"
-    return f"{parts.scheme}://{host}{parts.path}"
+__all__ = [
+    "DECIDE_CHUNK",
+    "DEFAULT_BATCH_SIZE",
+    "OUTCOME_ORDER",
+    "STOP_GRACE_S",
+    "Rejected",
+    "ShipOptions",
+    "ShipSummary",
+    "Shipper",
+    "decide",
+]
