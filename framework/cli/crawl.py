@@ -6,8 +6,9 @@ from pathlib import Path
 
 import click
 
+from framework.cli.hints import Locator, hints_located, relocate
 from framework.cli.target import chosen
-from framework.errors import UsageError
+from framework.errors import FrameworkError, UsageError
 from framework.project import find_root, resolve_job
 from framework.workspace.locate import is_database_url
 
@@ -100,7 +101,8 @@ def crawl(
     feeds = feed_settings(output, overwrite)
     root = find_root()
     spec_path = resolve_job(job, root)
-    overrides: dict[str, object] = dict(_setting(settings))
+    settings_given = _setting(settings)
+    overrides: dict[str, object] = dict(settings_given)
     if workspace:
         overrides["JOBDIR"] = workspace
     elif "JOBDIR" not in overrides and chosen(None):
@@ -125,21 +127,50 @@ def crawl(
             "--processes is for a folder workspace; on a database workspace every "
             "`framework crawl JOB --workspace postgresql://...` is a worker: start N of them"
         )
+    locator = _locator(job, spec_path, workspace or settings_given.get("JOBDIR"))
     if n > 1:
         if feeds:
             raise UsageError(
                 "-o/-O write one feed per process: with --processes, export the items "
                 "afterwards with `framework export`"
             )
-        return crawl_processes(spec_path, root, n, overrides=overrides, fresh=fresh)
-    result = run_crawl(spec_path, root, overrides=overrides, fresh=fresh)
-    click.echo(summary(result), err=True)
-    verdict(result)
+        return crawl_processes(
+            spec_path, root, n, overrides=overrides, fresh=fresh, locator=locator
+        )
+    with hints_located(locator, *HINT_LOGGERS):
+        result = run_crawl(spec_path, root, overrides=overrides, fresh=fresh)
+    click.echo(locator.located(summary(result)), err=True)
+    try:
+        verdict(result)
+    except FrameworkError as exc:  # its next step, with the flags this crawl was given
+        relocate(exc, locator)
+        raise
     return 0
 
 
+# The modules whose log lines name a command to run next (`framework reparse J`, ...)
+HINT_LOGGERS = (
+    "framework.crawl.runtime",
+    "framework.crawl.process",
+    "framework.crawl.spider",
+    "framework.crawl.findings",
+)
+
+
+def _locator(job: str, spec_path: Path, workspace: str | None) -> Locator:
+    from framework.spec import load_spec
+
+    return Locator(load_spec(spec_path).name, job, workspace)
+
+
 def crawl_processes(
-    spec_path: Path, root: Path, n: int, *, overrides: dict[str, object], fresh: bool
+    spec_path: Path,
+    root: Path,
+    n: int,
+    *,
+    overrides: dict[str, object],
+    fresh: bool,
+    locator: Locator | None = None,
 ) -> int:
     """`--processes N`: N workers on one workspace (framework/crawl/workers.py); the
     summary of the workspace, then the worst of their exit codes."""
@@ -153,5 +184,6 @@ def crawl_processes(
     each = {**overrides, **shared_politeness(settings, n)}
     code = run_workers(spec_path, root, jobdir, n, overrides=each, fresh=fresh)
     job = load_spec(spec_path).name
-    click.echo(summary(summarize(job, f"{n} processes, exit {code}", jobdir)), err=True)
+    text = summary(summarize(job, f"{n} processes, exit {code}", jobdir))
+    click.echo(locator.located(text) if locator is not None else text, err=True)
     return code

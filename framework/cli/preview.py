@@ -22,7 +22,12 @@ VALUE_WIDTH = 60
 @click.command("preview")
 @click.argument("job")
 @click.argument("url", required=False)
-@click.option("--kind", "-k", help="page kind to read the page as (default: the start kind)")
+@click.option(
+    "--kind",
+    "-k",
+    help="page kind to read the page as (default: the kind a follow pattern of the job "
+    "leads URL to, else the start kind)",
+)
 @click.option(
     "--file",
     "page_file",
@@ -69,7 +74,11 @@ def preview(
     spec_path = resolve_job(job, root)
     spec = load_spec(spec_path)
     secrets = Secrets.from_spec(spec, where=str(spec_path))  # a missing variable: exit 2
-    kind = pv.check_kind(spec, kind)
+    chosen_by = ""  # without --kind, how the kind was chosen for this URL
+    if kind is None and url is not None:
+        kind, chosen_by = pv.choose_kind(spec, url)
+    else:
+        kind = pv.check_kind(spec, kind)
     if url is None:
         url = spec.start_urls[0]
     if page_file is not None:
@@ -87,6 +96,8 @@ def preview(
         text = json.dumps(report.as_dict(), ensure_ascii=False, indent=2, default=str)
         click.echo(json_printable(text))
     else:
+        if chosen_by:  # on stderr: the report itself stays what --kind would print
+            click.echo(printable(chosen_by), err=True)
         # the page chose most of what is shown (keys, values, URLs, notes): see printable
         click.echo(printable(render(report)))
         quiet = report.tab_value is not None or report.error or not report.reads_records
@@ -128,6 +139,9 @@ def render(report: Any) -> str:
             head += f": {printable(rec.dedupe_key, keep='')}"
         if rec.missing:
             head += f"  DROPPED: missing required {', '.join(rec.missing)}"
+        elif rec.held:
+            rules = "; ".join(f"{h['field']}: {h['rule']}" for h in rec.held)
+            head += f"  held (rule {printable(rules, keep='')}: stored aside, never shipped)"
         elif rec.stored:
             head += "  (stored)"
         else:
@@ -176,8 +190,17 @@ def render(report: Any) -> str:
             lines.append(f"  -> {sub['method']} {sub['url']}  ({sub['kind']}){body}")
         if len(report.forms) > FORMS_SHOWN:
             lines.append(f"  ... and {len(report.forms) - FORMS_SHOWN} more (--json lists all)")
+    from framework.crawl.page import SELECTOR_REFUSALS
+
     for why, count in sorted(report.refused.items()):
-        lines.append(f"refused links ({why}): {count}")
+        first = report.refused_first.get(why)
+        line = f"refused links ({why}): {count}"
+        if why in SELECTOR_REFUSALS:  # the spec's selector, not the site: say what it got
+            what = SELECTOR_REFUSALS[why].format(target=first or "")
+            line = f"! {line}: the selector selected {what}"
+        if first:
+            line += f"; first: {_short(first)}"
+        lines.append(line)
     return "\n".join(lines)
 
 

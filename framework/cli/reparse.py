@@ -12,6 +12,7 @@ import logging
 import click
 
 from framework import progress
+from framework.cli.hints import LocatedHints, Locator
 from framework.cli.target import workspace_target
 from framework.cli.words import counted
 from framework.errors import Halted, UsageError, WorkspaceError
@@ -44,8 +45,10 @@ def reparse(job: str, workspace: str | None, processes: str, every_kind: bool, q
     the job-level keys, the extraction limits, the framework's code) is the one they
     were read with are left as they are, unless --all.
 
-    Exit 0; 4 when the spec now extracts nothing, or pages that were read before now
-    fail (see `framework status`); 2 on a bad call or a workspace with no stored pages."""
+    Exit 0, also when pages are left to fetch (new links it found: it says the crawl
+    command that fetches them); 4 when the spec extracts nothing and no page is left to
+    fetch, or pages that were read before now fail (see `framework status`); 2 on a bad
+    call or a workspace with no stored pages."""
     from framework.crawl.cores import CoreSample
 
     # before the imports below (~0.3 s): they are the window `--processes auto`
@@ -58,8 +61,11 @@ def reparse(job: str, workspace: str | None, processes: str, every_kind: bool, q
     spec_path = resolve_job(job, root)
     spec = load_spec(spec_path)
     path = workspace_target(root, spec.name, workspace)
+    # the commands it names next carry the flags that found this job and workspace
+    locator = Locator(spec.name, job, workspace)
     handler = logging.StreamHandler()
     handler.setFormatter(logging.Formatter("%(levelname)s: %(message)s"))
+    handler.addFilter(LocatedHints(locator))
     log = logging.getLogger("framework")
     log.addHandler(handler)
     log.setLevel(logging.WARNING if quiet else logging.INFO)
@@ -80,7 +86,7 @@ def reparse(job: str, workspace: str | None, processes: str, every_kind: bool, q
         f"{spec.name}: reparsed {counted(c['pages'], 'stored page')}, no request made; items "
         f"{c['items_new']} new, {c['items_changed']} changed, {c['items_unchanged']} unchanged;"
         f" {counted(c['rows_new'], 'new row')} pending; {counted(c['errors'], 'page')} failed; "
-        f"{counted(len(result.warnings), 'warning')}",
+        f"{_held(c)}{counted(len(result.warnings), 'other warning' if _held(c) else 'warning')}",
         err=True,
     )
     if c["unchanged_kind"]:
@@ -103,21 +109,40 @@ def reparse(job: str, workspace: str | None, processes: str, every_kind: bool, q
     if result.nothing_extracted:
         raise Halted(
             f"{spec.name}: the spec extracts nothing from the stored pages (see the warnings"
-            " and `framework status`); if that is expected, say `expect_empty: true`"
+            f" and `{locator.command('status')}`); if that is expected, say "
+            "`expect_empty: true`"
         )
     if c.get("damaged"):
         raise Halted(
             f"{spec.name}: damaged pages in the workspace ({counted(c['damaged'], 'stored page')}"
             " that do not decompress): their rows are `damaged` errors and the other pages "
-            f"were read; `framework crawl {spec.name}` fetches them again"
+            f"were read; `{locator.command('crawl')}` fetches them again"
         )
     if c["newly_failed"]:
         raise Halted(
             f"{spec.name}: {counted(c['newly_failed'], 'stored page')} that were read before "
             "cannot be read with this spec; see "
-            f"`framework status {spec.name}`, then fix the spec and reparse again"
+            f"`{locator.command('status')}`, then fix the spec and reparse again"
         )
+    pending = c.get("rows_pending", 0)
+    if pending:  # the reparse is done; the pages it (or an earlier run) queued are next
+        queued = (
+            f"{counted(c['rows_new'], 'new page')} queued"
+            if c["rows_new"] == pending
+            else f"{counted(pending, 'page')} to fetch ({c['rows_new']} new)"
+        )
+        click.echo(f"{spec.name}: {queued}: run `{locator.command('crawl')}`", err=True)
     return 0
+
+
+def _held(c: dict[str, int]) -> str:
+    """The records this run held back, as the summary says them ("" for none): the
+    warnings above name their rules, and `framework status` lists their keys."""
+    invalid, review = c.get("items_invalid", 0), c.get("items_review", 0)
+    if not invalid and not review:
+        return ""
+    parts = [f"{invalid} invalid"] * bool(invalid) + [f"{review} for review"] * bool(review)
+    return f"{counted(invalid + review, 'record')} held ({', '.join(parts)}: see status); "
 
 
 def _processes(value: str) -> int | str:

@@ -50,8 +50,10 @@ def review(
     job: str, action: str | None, keys: tuple[str, ...], workspace: str | None, as_json: bool
 ) -> int:
     """List the records held for review (a change over a limit of the spec) with a
-    field-by-field diff, or settle them: `accept KEY...` makes each candidate the item
-    (it ships), `reject KEY...` drops it (the accepted version stays).
+    field-by-field diff, then those held as invalid (a broken rule: the spec or the
+    site must change), or settle the ones held for review: `accept KEY...` makes each
+    candidate the item (it ships), `reject KEY...` drops it (the accepted version
+    stays).
 
     Exit 0; 2 for a key that is not held for review (nothing is settled then)."""
     if action is None:
@@ -83,7 +85,9 @@ def review(
 def _list(job: str, workspace: str | None, as_json: bool) -> int:
     with open_job_workspace(job, workspace, readonly=True) as ws:
         holds: list[Hold] = list(ws.store.iter_holds(REVIEW))
-        invalid = ws.store.hold_counts()["by_status"].get(INVALID, 0)
+        # held as invalid: not settled here (the spec or the site must change), listed
+        # so that what is held is seen in one place
+        invalid: list[Hold] = list(ws.store.iter_holds(INVALID))
         accepted = {}
         for h in holds:
             item = ws.store.get_item(h.dedupe_key)
@@ -94,13 +98,14 @@ def _list(job: str, workspace: str | None, as_json: bool) -> int:
                 [
                     {
                         "key": h.dedupe_key,
+                        "status": h.status,
                         "reasons": h.reasons,
                         "first_held": h.first_held,
                         "last_held": h.last_held,
-                        "accepted": accepted[h.dedupe_key],
+                        "accepted": accepted.get(h.dedupe_key),
                         "candidate": h.data,
                     }
-                    for h in holds
+                    for h in [*holds, *invalid]
                 ],
                 ensure_ascii=False,
                 indent=2,
@@ -115,5 +120,12 @@ def _list(job: str, workspace: str | None, as_json: bool) -> int:
         for line in diff_lines(accepted[h.dedupe_key], h.data):
             click.echo(f"  {line}")
     if invalid:
-        click.echo(f"({invalid} more held as invalid: see `framework status {job}`)")
+        click.echo(
+            f"held as invalid ({len(invalid)}: they break a rule of the spec; a crawl that "
+            "reads them valid stores them, review does not settle them):"
+        )
+        for h in invalid:
+            why = "; ".join(f"{r['field']} {r['rule']} {_show(r.get('value'))}" for r in h.reasons)
+            kept = "the last accepted version ships" if h.has_item else "nothing ships"
+            click.echo(f"{h.dedupe_key}  ({why}; held since {h.first_held}; {kept})")
     return 0

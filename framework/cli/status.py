@@ -18,6 +18,7 @@ from framework.cli.target import workspace_target
 from framework.cli.words import counted
 from framework.errors import WorkspaceBroken
 from framework.project import find_root
+from framework.terminal import printable
 from framework.workspace import fill
 from framework.workspace.integrity import Integrity
 from framework.workspace.sqlite_base import workspace_fault
@@ -89,6 +90,8 @@ STATES = {
     "needs_attention": "needs attention: {exhausted} rows in error (exit 4: see below, "
     "then requeue or fix the spec)",
     "halted": "halted by the last run (exit 4: a human must look)",
+    "held": "needs attention: {held} records held back, never shipped (exit 4: see "
+    "below; fix the spec or `framework review` the changes)",
     "extracted_nothing": "extracted nothing: every page read, no item stored (exit 4: see "
     "the warnings below; `expect_empty: true` in the spec if that is right)",
     "broken": "BROKEN: the workspace lost committed rows (exit 4)",
@@ -146,6 +149,24 @@ def _rows_table(rows: list[dict[str, Any]]) -> list[str]:
     )
 
 
+def _held(job: str, held: dict[str, Any]) -> list[str]:
+    """The held records: by status, then each broken rule with its keys (a key that
+    breaks two rules is under both)."""
+    if not held.get("total"):
+        return []
+    statuses = ", ".join(f"{n} {s}" for s, n in sorted(held["by_status"].items()))
+    out = [f"held back (never shipped): {statuses}"]
+    keys = (held.get("keys") or {}).get("by_rule") or {}
+    for rule, n in sorted(held["by_rule"].items(), key=lambda kv: (-kv[1], kv[0])):
+        listed = keys.get(rule) or []
+        more = f" ... ({n - len(listed)} more)" if n > len(listed) else ""
+        shown = ": " + ", ".join(printable(k, keep="") for k in listed) if listed else ""
+        out.append(f"  {rule} ({n}){shown}{more}")
+    if held["by_status"].get("review_required"):
+        out.append(f"  `framework review {job}` shows the changes and accepts or rejects them")
+    return out
+
+
 def _counts(counts: dict[str, Any]) -> str:
     """A run's counts on one line: ``requests 291, errors 75 (http_4xx 71, http_5xx 3)``;
     a count by kind is shown in words too, not as a Python dict."""
@@ -161,7 +182,8 @@ def _counts(counts: dict[str, Any]) -> str:
 
 def render(job: str, r: dict[str, Any]) -> str:
     out: list[str] = []
-    state = STATES.get(r["state"], r["state"]).format(**r["queue"])
+    held = r.get("held") or {}
+    state = STATES.get(r["state"], r["state"]).format(**r["queue"], held=held.get("total", 0))
     if r["crawl_running"]:
         state += " (a crawl is running)"
     out.append(f"job {job}: {state}   workspace {r['workspace']}")
@@ -191,12 +213,7 @@ def render(job: str, r: dict[str, Any]) -> str:
         )
         where = ", ".join(d.get("examples") or [])
         out.append(f"drift: {d.get('kind')}.{d.get('field')} {what} (e.g. {where})")
-    held = r.get("held") or {}
-    if held.get("total"):
-        statuses = ", ".join(f"{n} {s}" for s, n in sorted(held["by_status"].items()))
-        out.append(f"held back (never shipped): {statuses}")
-        for rule, n in sorted(held["by_rule"].items(), key=lambda kv: (-kv[1], kv[0])):
-            out.append(f"  {rule}: {n}")
+    out += _held(job, held)
     if it["incomplete_keys"]:
         more = " ..." if it["incomplete_keys_truncated"] else ""
         out.append("  incomplete: " + ", ".join(it["incomplete_keys"]) + more)

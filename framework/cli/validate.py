@@ -48,10 +48,12 @@ def validate(targets: tuple[str, ...]) -> None:
     keys) are refused unless each says `key: {shared: true}`.
     """
     from framework.spec import load_spec_document
+    from framework.spec.checks.links import link_warnings
 
     root = find_root()
     problems: list[SpecProblem] = []
     notes: list[SpecProblem] = []
+    warnings: list[SpecProblem] = []
     files: list[Path]
     if targets:
         files = [_shown(resolve_job(t, root), typed=t) for t in targets]
@@ -67,11 +69,14 @@ def validate(targets: tuple[str, ...]) -> None:
         else:
             click.echo(f"ok {path}")
             notes.extend(private_start_notes(spec.start_urls, doc))
+            warnings.extend(link_warnings(spec, doc))
     problems.extend(_shared_key_spaces(root, files, every_job=not targets))
     if problems:
         raise SpecError(problems)  # what must be fixed comes alone: the notes can wait
     for note in notes:
         click.echo(f"note: {note}", err=True)
+    for warning in warnings:  # a selector that runs, but gives nothing a crawl requests
+        click.echo(f"warning: {warning}", err=True)
 
 
 def private_start_notes(urls: Sequence[str], doc: Document) -> list[SpecProblem]:

@@ -109,10 +109,16 @@ class Guard:
             if len(self._allowed) < 1024 and "?" not in origin and "#" not in origin:
                 self._allowed.add(origin)
             return True
+        self.refuse(url, why)
+        return False
+
+    def refuse(self, value: str, why: str) -> None:
+        """Count a link that is not requested, and tell ``on_refused``. Besides the
+        guard's own reasons: ``not_a_link`` (a selected element that is not a link,
+        ``value`` its tag) and ``not_a_url`` (markup or text, not an address)."""
         self.refused[why] += 1
         if self.on_refused is not None:
-            self.on_refused(url, why)
-        return False
+            self.on_refused(value, why)
 
     def check_record(self, values: Any, what: str) -> None:
         limit = self.limits.max_item_bytes
@@ -192,6 +198,17 @@ class PageResult:
 _ALL_LINKS = compile_css("a::attr(href)")
 # Not requests at all: a fragment, a script, an address. Dropped without a word.
 _NOT_LINKS = ("#", "javascript:", "mailto:", "tel:")
+# A selected element is read as Scrapy's response.follow reads it (the href of an <a>
+# or <link>), and as a browser would load the two others that name a document.
+LINK_ATTRS = {"a": "href", "link": "href", "area": "href", "iframe": "src"}
+# Markup or words (`li.next a::text` gives "Next page"): never an address to request.
+_NOT_URL = re.compile(r"[<>\s]")
+# The refusals that are a selector's mistake rather than the site's, and how to say
+# what was selected ({target}: the element, as "<div>")
+SELECTOR_REFUSALS = {
+    "not_a_link": "{target} elements, which are not links (select the <a>, or its ::attr(href))",
+    "not_a_url": "values that are not URLs (markup or words: select the link's ::attr(href))",
+}
 
 
 class _CompiledFollow:
@@ -224,10 +241,7 @@ class _CompiledFollow:
         out: list[str] = []
         if not self.reads(depth):
             return out  # not even read: a deep page's links cost nothing
-        for href in _values(sel, self.xp, "follow"):
-            href = href.strip()
-            if not href or href.lower().startswith(_NOT_LINKS):
-                continue
+        for href in link_values(sel, self.xp, "follow", self.guard):
             url = urljoin(base, href)
             if not self.wants(url, depth):
                 continue
@@ -565,13 +579,14 @@ class CompiledKind:
             return []
         if pg.next is not None:
             if self.next_json is not None:  # a JSON page names its next URL by a JSON path
-                hrefs = [v for v in self.next_json.find(doc) if isinstance(v, str) and v]
+                found = [v for v in self.next_json.find(doc) if isinstance(v, str) and v]
+                hrefs = [h for h in (_link_text(v, self.guard) for v in found[:1]) if h]
             elif sel is not None and self.next_xp is not None:
-                hrefs = _values(sel, self.next_xp, "next")
+                hrefs = link_values(sel, self.next_xp, "next", self.guard, first=True)
             else:
                 return []
             base = response.url if self.next_json is not None else link_base(response)
-            urls = [urljoin(base, h.strip()) for h in hrefs[:1]]
+            urls = [urljoin(base, h) for h in hrefs[:1]]
             return [Link(self.name, u, dict(carry)) for u in urls if self.guard.admit(u)]
         # number / offset pagination
         if pg.stop.empty and n_records == 0:
@@ -697,19 +712,47 @@ def _select(sel: Selector, xp: etree.XPath, expr: str) -> list[Selector]:
     return [Selector(root=n, type=sel.type) for n in _nodes(sel, xp, f"each: {expr}")]
 
 
-def _values(sel: Selector, xp: etree.XPath, what: str) -> list[str]:
-    """Like ``.getall()`` of a selection: strings as they are, elements as markup."""
+def link_values(
+    sel: Selector, xp: etree.XPath, what: str, guard: Guard, *, first: bool = False
+) -> list[str]:
+    """The addresses a follow or next selection names, as ``response.follow`` reads a
+    selection: a string as it is (stripped), an ``<a>``/``<link>``/``<area>`` element
+    its ``href``, an ``<iframe>`` its ``src``. Any other element, and a value that is
+    markup or words, is refused through the guard (counted, told), never requested; a
+    fragment, a script or an address (``mailto:``), or a link element with no address
+    (a disabled "next" on a list's last page), is no link at all. ``first``: stop at
+    the first address (a next page is one)."""
     out: list[str] = []
     for n in _nodes(sel, xp, what):
         if isinstance(n, str):
-            out.append(n)
-        elif isinstance(n, bool):
-            out.append("1" if n else "0")
-        elif isinstance(n, float):
-            out.append(str(n))
+            href = _link_text(n, guard)
+        elif isinstance(n, (bool, float)):  # an XPath count() or boolean(): no address
+            guard.refuse(str(n), "not_a_url")
+            continue
         else:
-            out.append(str(Selector(root=n, type=sel.type).get()))
+            tag = n.tag if isinstance(n.tag, str) else "!--"  # a comment's tag is a function
+            attr = LINK_ATTRS.get(tag.lower())
+            if attr is None:
+                guard.refuse(f"<{tag}>", "not_a_link")
+                continue
+            href = _link_text(n.get(attr) or "", guard)
+        if href:
+            out.append(href)
+            if first:
+                break
     return out
+
+
+def _link_text(value: str, guard: Guard) -> str:
+    """``value`` stripped when it may be an address, else "" (refused when it is markup
+    or words: a cheap test, most hrefs are short and clean)."""
+    href = value.strip()
+    if not href or href.lower().startswith(_NOT_LINKS):
+        return ""
+    if _NOT_URL.search(href) is not None:
+        guard.refuse(href, "not_a_url")
+        return ""
+    return href
 
 
 def _compile_json(value: Any) -> Any:

@@ -68,6 +68,9 @@ class RecordTrace:
     dedupe_key: str | None = None
     source_id: str | None = None
     stored: bool = False  # whether the crawl would store it as an item
+    # the rules it breaks ({"rule", "field", "value"}): the crawl holds it as invalid
+    # (stored aside, never shipped) exactly when this is not empty
+    held: list[dict[str, Any]] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)  # required fields with no value
     errors: list[tuple[str, str]] = field(default_factory=list)  # (field, why), nested too
     subtabs: list[dict[str, Any]] = field(default_factory=list)
@@ -88,6 +91,8 @@ class Preview:
     # form submissions (forms:): kind, method, url, body and the values carried on
     forms: list[dict[str, Any]] = field(default_factory=list)
     refused: dict[str, int] = field(default_factory=dict)
+    # the first refused value of each reason (a URL, "<div>", the markup a selector gave)
+    refused_first: dict[str, str] = field(default_factory=dict)
     tab_value: Any = None  # a sub-tab kind's value
     each: str | None = None  # the kind's `each` (what finds its records), when it has one
     matched: int = 0  # what `each` matched (a kind with no fields keeps no record of them)
@@ -151,6 +156,41 @@ def check_kind(spec: JobSpec, kind: str | None) -> str:
     return kind
 
 
+def choose_kind(spec: JobSpec, url: str) -> tuple[str, str]:
+    """The kind a page at ``url`` is read as when no ``--kind`` is given, and a line
+    saying why: a start URL is the start kind; else the kind the job's follow rules with
+    a ``pattern`` lead ``url`` to (one kind; ``deny`` honoured); else the start kind, and
+    the line names the other kinds ``--kind`` can give."""
+    from framework.extract.patterns import SafeRegex
+
+    start = spec.start_kind()
+    if url in spec.start_urls:
+        return start, f"read as kind {start!r} (a start URL)"
+    found: dict[str, str] = {}  # kind -> the pattern that leads there
+    for name, kind in spec.page_kinds().items():
+        for rule in kind.follow:
+            if rule.pattern is None or rule.to in found:
+                continue
+            if SafeRegex(rule.pattern).search(url) and not any(
+                SafeRegex(d).search(url) for d in rule.deny
+            ):
+                found[rule.to] = f"{name}.follow pattern {rule.pattern!r}"
+    others = ", ".join(k for k in kinds_of(spec))
+    if len(found) == 1:
+        [(chosen, why)] = found.items()
+        return chosen, f"read as kind {chosen!r}: the URL matches {why} (--kind: {others})"
+    if found:
+        which = ", ".join(sorted(found))
+        return start, (
+            f"read as the start kind {start!r}: the URL matches the follow patterns of "
+            f"several kinds ({which}); --kind chooses one"
+        )
+    return start, (
+        f"read as the start kind {start!r}: no follow pattern of the job matches the URL "
+        f"(--kind: {others})"
+    )
+
+
 def explain(
     spec: JobSpec,
     kind: str,
@@ -168,6 +208,11 @@ def explain(
     report = Preview(
         spec.name, kind, response.url, origin, status=response.status, size=len(response.body)
     )
+
+    def refused(value: str, why: str) -> None:  # the first of each reason, to show it
+        report.refused_first.setdefault(why, value)
+
+    job.guard.on_refused = refused
     if response.status >= 400:
         report.error = (
             f"HTTP {response.status}: the crawl records an error row and extracts nothing"
@@ -210,14 +255,20 @@ def explain(
             for name, value in (carry or {}).items()
             if name not in own
         )
-        stored = record.valid and record.dedupe_key is not None
+        # the crawl's test (CrawlRuntime._page_outcome): a kept record with an id that
+        # breaks a rule (a field's, `required_any`, an absent `expected`) is held
+        kept = record.valid and record.dedupe_key is not None
+        held = (
+            [{"rule": r, "field": f, "value": v} for f, r, v in record.violations] if kept else []
+        )
         report.records.append(
             RecordTrace(
                 index=i,
                 fields=traces,
                 dedupe_key=record.dedupe_key,
                 source_id=record.source_id,
-                stored=stored,
+                stored=kept and not held,
+                held=held,
                 missing=list(record.missing),
                 errors=list(record.errors),
                 subtabs=[
@@ -324,11 +375,13 @@ def _masked(report: Preview, mask: Any) -> Preview:
     report.tab_value = mask(report.tab_value)
     report.follow = mask(report.follow)
     report.next = mask(report.next)
+    report.refused_first = mask(report.refused_first)
     for rec in report.records:
         rec.dedupe_key = mask(rec.dedupe_key)
         rec.source_id = mask(rec.source_id)
         rec.subtabs = mask(rec.subtabs)
         rec.errors = [(f, mask(m)) for f, m in rec.errors]
+        rec.held = mask(rec.held)
         for t in rec.fields:
             t.value = mask(t.value)
             t.error = mask(t.error) if t.error else t.error

@@ -14,7 +14,7 @@ are :class:`framework.crawl.stopping.SignalStop`'s, not Scrapy's.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -47,6 +47,7 @@ from framework.errors import (
 )
 from framework.spec import load_spec
 from framework.workspace import RowStatus, Workspace
+from framework.workspace.holds import REVIEW
 from framework.workspace.integrity import check
 from framework.workspace.workspace import STATE_FILE, URLS_FILE
 
@@ -73,6 +74,8 @@ class CrawlResult:
     items: dict[str, int]
     fault: FrameworkError | None = None  # a full disk or damaged file that stopped it
     expect_empty: bool = False  # the spec's: a run that stores no item is a success
+    # records held back in the workspace, by status (framework/workspace/holds.py)
+    held: dict[str, int] = field(default_factory=dict)
 
 
 def run_crawl(
@@ -179,16 +182,32 @@ def summarize(job: str, reason: str, workspace: Path | str) -> CrawlResult:
         workspace = ws.where if ws.is_database else workspace  # never the password
         rows = {k: {str(st): n for st, n in v.items()} for k, v in ws.store.row_counts().items()}
         items = ws.store.item_counts()
+        held = dict(ws.store.hold_counts()["by_status"])
     pending = sum(v.get(str(RowStatus.PENDING), 0) for v in rows.values())
     errors = sum(v.get(str(RowStatus.ERROR), 0) for v in rows.values())
-    return CrawlResult(job, reason, workspace, rows, pending, errors, items)
+    return CrawlResult(job, reason, workspace, rows, pending, errors, items, held=held)
+
+
+def held_line(job: str, held: Mapping[str, int]) -> str:
+    """What a drained crawl that holds records says (exit 4): how many, and where to
+    see them."""
+    total = sum(held.values())
+    statuses = ", ".join(f"{n} {s}" for s, n in sorted(held.items()))
+    todo = f"`framework status {job}` lists them by rule"
+    if held.get(REVIEW):
+        todo += f", `framework review {job}` accepts or rejects the review_required ones"
+    return (
+        f"the crawl finished but holds {total} record{'s' if total != 1 else ''} back, "
+        f"never shipped ({statuses}): {todo} (a human must look)"
+    )
 
 
 def verdict(result: CrawlResult) -> None:
     """Raise the contract's error for a run that did not drain cleanly: the same exit
     code as :func:`framework.crawl.verdict.exit_code`, which the run_finished event
     records."""
-    code = exit_code(result.reason, result.pending, result.errors)
+    held = sum(result.held.values())
+    code = exit_code(result.reason, result.pending, result.errors, held)
     if code == EXIT_OK and nothing_extracted(result.items, result.expect_empty):
         raise Halted(
             f"{result.job}: the crawl finished but extracted nothing (no item stored); see "
@@ -212,6 +231,8 @@ def verdict(result: CrawlResult) -> None:
         raise Halted(f"{result.job}: {HALT_REASONS[result.reason]} (a human must look)")
     if code == EXIT_CHECKPOINT and result.pending:
         raise Checkpoint(f"{result.job}: {result.pending} rows still pending (run again)")
+    if not result.errors and held:
+        raise Halted(f"{result.job}: {held_line(result.job, result.held)}")
     if not result.errors:
         raise Halted(f"{result.job}: the crawl stopped: {result.reason}")
     raise Halted(

@@ -772,7 +772,10 @@ def _run(
     items = ws.store.item_counts()
     emitting = [n for n, k in runtime.job.kinds.items() if k.spec.emits]
     runtime.findings.finish(emitting)
-    empty = nothing_extracted(items, spec.expect_empty)
+    # rows still to fetch (links this reparse found, or left from before) may hold the
+    # items: an empty workspace is no verdict yet, the next step is the crawl
+    pending = sum(n.get(RowStatus.PENDING, 0) for n in ws.store.row_counts().values())
+    empty = nothing_extracted(items, spec.expect_empty) and not pending
     c = runtime.counters
     counts: dict[str, Any] = {
         "pages": pages,
@@ -792,11 +795,15 @@ def _run(
         "rows_unlinked": unlinked["rows"],
         "unknown_kind": unknown,
         "rows_new": c.rows_new,
+        "rows_pending": pending,  # in the workspace at the end: what `crawl` fetches next
         "items_new": c.items_new,
         "items_changed": c.items_changed,
         "items_unchanged": c.items_unchanged,
         "items_completed": c.items_completed,
         "records_invalid": c.records_invalid,
+        # records this run held back (framework/workspace/holds.py), as a crawl counts
+        "items_invalid": c.items_invalid,
+        "items_review": c.items_review,
         "fallbacks": c.fallbacks,
     }
     warnings = runtime.findings.warnings()

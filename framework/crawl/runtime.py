@@ -200,6 +200,10 @@ class CrawlRuntime:
         self._error_rate_said = False  # the breaker's ERROR line was written
         self._fallbacks_seen: set[tuple[str, str, int]] = set()
         self._rules_seen: set[tuple[str, str, str]] = set()  # (kind, field, rule) warned
+        # the holds a row's outcome carries, with its kind and URL: counted, warned and
+        # recorded only once the outcome is committed (a page that --halt-on-drift or a
+        # refused commit drops wrote no hold, so none is reported)
+        self._hold_notes: dict[int, list[tuple[str, str, HoldWrite]]] = {}
         self._page_drifted = False  # the page being handled had a fallback win (drift)
         # what each kind's pages are read with (framework/crawl/fingerprint.py), and the
         # kinds this run has marked as read with it (see _mark_read)
@@ -616,6 +620,7 @@ class CrawlRuntime:
         if self._page_drifted and self.limits.halt_on_drift:
             # nothing of this page is committed: its row stays pending, no drifted record
             # is stored; the drift event is written, the crawl stops (exit 4)
+            self._hold_notes.pop(row.id, None)
             return Handled(stop=REASON_DRIFT)
         if self._storing and status < 400:
             outcome = dataclasses.replace(outcome, response=self._keep(row, response))
@@ -918,10 +923,10 @@ class CrawlRuntime:
             if record.dedupe_key is None:
                 continue
             if record.violations:  # kept aside, never an item: no sub-tabs to fetch
-                held.append(self._hold(row.kind, url, record))
+                held.append(self._hold(record))
                 continue
             if kind.limits:  # over a change limit: the accepted version stays the item
-                review = self._review(row.kind, url, record, kind.limits)
+                review = self._review(record, kind.limits)
                 if review is not None:
                     held.append(review)
                     continue
@@ -990,6 +995,8 @@ class CrawlRuntime:
                     context=ctx,
                 )
             )
+        if held:
+            self._hold_notes[row.id] = [(row.kind, url, h) for h in held]
         return Outcome(
             row_id=row.id, ok=True, http_status=status, new_rows=new_rows, items=items, holds=held
         )
@@ -1046,6 +1053,8 @@ class CrawlRuntime:
         stay pending and each waiter is told to stop."""
         results = self._commit_outcomes([e.outcome for e in entries])
         if isinstance(results, Handled):  # the fault, as stops_on_workspace_fault says
+            for e in entries:
+                self._hold_notes.pop(e.row.id, None)  # nothing of them was written
             return [Handled(stop=results.stop) for _ in entries]
         self.counters.commit_groups += 1
         # The URL log first, in one write: a kill between the commit and its lines would
@@ -1060,6 +1069,7 @@ class CrawlRuntime:
         out: list[Handled] = []
         for entry, res in zip(entries, results, strict=True):
             if res is None:
+                self._hold_notes.pop(entry.row.id, None)
                 out.append(self._refused(entry))
                 continue
             handled = self._committed(entry, res)
@@ -1140,6 +1150,7 @@ class CrawlRuntime:
             c.by_error[key] = c.by_error.get(key, 0) + 1
         c.rows_new += len(res.inserted)
         c.items_new += res.items_new
+        self._report_holds(row.id)
         if outcome.items:  # a sub-tab merging its part into the record is not a change
             c.items_changed += res.items_changed
             c.items_unchanged += res.items_unchanged
@@ -1281,6 +1292,7 @@ class CrawlRuntime:
                 )
         c.rows_new += len(res.inserted)
         c.items_new += res.items_new
+        self._report_holds(row.id)
         changed, unchanged = self._reparse_changed, self._reparse_unchanged
         changed.update(res.changed)
         unchanged.difference_update(res.changed)
@@ -1330,38 +1342,71 @@ class CrawlRuntime:
             "".join(f"; {f}: {m}" for f, m in record.errors),
         )
 
-    def _hold(self, kind: str, url: str, record: Record) -> HoldWrite:
+    def _hold(self, record: Record) -> HoldWrite:
         """A record that breaks a rule of the spec: stored as ``invalid`` (holds.py),
-        counted always, warned and recorded as an event once per kind, field and rule."""
-        self.counters.items_invalid += 1
-        reasons = [{"rule": r, "field": f, "value": v} for f, r, v in record.violations]
-        first = reasons[0]
-        seen = (kind, first["field"], first["rule"])
-        if seen not in self._rules_seen:
-            self._rules_seen.add(seen)
-            logger.warning(
-                "record %s of %s breaks rule %s of field %r (value %r) at %s: stored as "
-                "invalid, not shipped",
-                record.dedupe_key,
-                kind,
-                first["rule"],
-                first["field"],
-                first["value"],
-                redact_url(url),
-            )
-            self.event("item_invalid", kind=kind, key=record.dedupe_key, url=url, reasons=reasons)
+        with every rule it breaks; reported once committed (:meth:`_report_holds`)."""
         return HoldWrite(
             dedupe_key=record.dedupe_key or "",
             source_type=self.spec.source_type,
             source_id=record.source_id or "",
             data=record.values,
             status=INVALID,
-            reasons=reasons,
+            reasons=[{"rule": r, "field": f, "value": v} for f, r, v in record.violations],
         )
 
-    def _review(
-        self, kind: str, url: str, record: Record, limits: ChangeLimits
-    ) -> HoldWrite | None:
+    def _report_holds(self, row_id: int) -> None:
+        """Count the holds a committed outcome wrote, always; warn once per kind, field
+        and rule; record an ``item_invalid`` event as often as that warning, and an
+        ``item_review_required`` one per hold (what `framework review` settles)."""
+        for kind, url, hold in self._hold_notes.pop(row_id, ()):
+            first = hold.reasons[0]
+            seen = (kind, first["field"], first["rule"])
+            said = seen in self._rules_seen
+            self._rules_seen.add(seen)
+            if hold.status == INVALID:
+                self.counters.items_invalid += 1
+                if said:
+                    continue
+                logger.warning(
+                    "record %s of %s breaks rule %s of field %r (value %r) at %s: stored "
+                    "as invalid, not shipped",
+                    hold.dedupe_key,
+                    kind,
+                    first["rule"],
+                    first["field"],
+                    first["value"],
+                    redact_url(url),
+                )
+                self.event(
+                    "item_invalid",
+                    kind=kind,
+                    key=hold.dedupe_key,
+                    url=url,
+                    reasons=list(hold.reasons),
+                )
+                continue
+            self.counters.items_review += 1
+            if not said:
+                logger.warning(
+                    "record %s of %s: field %r %s (%r -> %r) at %s: held for `framework "
+                    "review`, the accepted version still ships",
+                    hold.dedupe_key,
+                    kind,
+                    first["field"],
+                    first["rule"],
+                    first["was"],
+                    first["value"],
+                    redact_url(url),
+                )
+            self.event(
+                "item_review_required",
+                kind=kind,
+                key=hold.dedupe_key,
+                url=url,
+                reasons=list(hold.reasons),
+            )
+
+    def _review(self, record: Record, limits: ChangeLimits) -> HoldWrite | None:
         """The candidate held as ``review_required`` when it breaks a change limit against
         the stored (accepted) version of its key; None when it is within them. The crawl
         is the workspace's only writer (its lock), so the stored version read here is
@@ -1380,23 +1425,6 @@ class CrawlRuntime:
         reasons = limits.breaches(old.data, record.values)
         if not reasons:
             return None
-        self.counters.items_review += 1
-        first = reasons[0]
-        seen = (kind, first["field"], first["rule"])
-        if seen not in self._rules_seen:
-            self._rules_seen.add(seen)
-            logger.warning(
-                "record %s of %s: field %r %s (%r -> %r) at %s: held for `framework review`,"
-                " the accepted version still ships",
-                key,
-                kind,
-                first["field"],
-                first["rule"],
-                first["was"],
-                first["value"],
-                redact_url(url),
-            )
-        self.event("item_review_required", kind=kind, key=key, url=url, reasons=reasons)
         return HoldWrite(
             dedupe_key=key,
             source_type=self.spec.source_type,
@@ -1512,7 +1540,8 @@ class CrawlRuntime:
             counts = self.ws.store.row_counts()
             items = self.ws.store.item_counts()
             self.items_at_end = dict(items)
-            code = exit_code(final, *row_totals(counts))
+            # the holds the workspace keeps: a drained crawl with some needs a human
+            code = exit_code(final, *row_totals(counts), self.ws.store.hold_counts()["total"])
             found = self._finish_findings(items, code)
             self.event(
                 "run_finished",

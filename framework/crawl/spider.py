@@ -23,7 +23,7 @@ from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
 
 from framework.crawl.addresses import address_class_of, policy_of
 from framework.crawl.blocking import MIDDLEWARE, MIDDLEWARE_ORDER, Slots
-from framework.crawl.page import CompiledJob, job_domains
+from framework.crawl.page import SELECTOR_REFUSALS, CompiledJob, job_domains
 from framework.crawl.politeness import Abandoned
 from framework.crawl.runtime import REASON_FINISHED, CrawlRuntime, Handled
 from framework.crawl.safety import shown
@@ -141,20 +141,31 @@ class JobSpider(scrapy.Spider):
         return scheduler is None or len(scheduler) < CHAIN_AHEAD
 
     def _on_refused(self, url: str, why: str) -> None:
-        """A discovered link that will not become a row (another scheme, another host):
-        said once per scheme or host, counted always (``links_refused`` at the end)."""
-        target = url.partition(":")[0].lower() if why == "scheme" else _host(url)
+        """A discovered link that will not become a row (another scheme, another host,
+        a selected element or value that is not a link): said once per scheme, host or
+        element, counted always (``links_refused`` at the end)."""
+        if why in SELECTOR_REFUSALS:
+            target = url if why == "not_a_link" else ""
+        else:
+            target = url.partition(":")[0].lower() if why == "scheme" else _host(url)
         if (why, target) in self._refusals_told:
             return
         self._refusals_told.add((why, target))
-        what = {
-            "scheme": f"scheme {target!r}",
-            "userinfo": f"URLs with user:password@ at {target!r}",
-            "private_target": f"the {address_class_of(target)} address {target!r}",
-        }.get(why, f"off-site host {target!r}")
-        logger.info(
-            "refused links to %s (first: %s); they are counted, not followed", what, shown(url)
-        )
+        if why in SELECTOR_REFUSALS:  # the spec's mistake, not the site's: a warning
+            logger.warning(
+                "a follow or next selector selected %s (first: %s); not requested, counted",
+                SELECTOR_REFUSALS[why].format(target=target),
+                shown(url),
+            )
+        else:
+            what = {
+                "scheme": f"scheme {target!r}",
+                "userinfo": f"URLs with user:password@ at {target!r}",
+                "private_target": f"the {address_class_of(target)} address {target!r}",
+            }.get(why, f"off-site host {target!r}")
+            logger.info(
+                "refused links to %s (first: %s); they are counted, not followed", what, shown(url)
+            )
         if not self.parse_only:
             self.runtime.event("link_refused", why=why, target=target, url=shown(url))
 

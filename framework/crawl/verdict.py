@@ -7,7 +7,9 @@ Scrapy name them) and imports nothing of the crawl, so the runtime may use it to
 
     0  drained: every row ok (or nothing to do)
     3  a checkpoint: rows still to fetch, interrupted, rate-limited, a cap reached
-    4  a human must look: rows in error, a breaker, a full disk, a damaged workspace
+    4  a human must look: rows in error, records held (a broken rule of the spec, a
+       change over a limit: framework/workspace/holds.py), a breaker, a full disk, a
+       damaged workspace
 """
 
 from __future__ import annotations
@@ -47,16 +49,18 @@ HALT_REASONS = {
 }
 
 
-def exit_code(reason: str, pending: int, errors: int) -> int:
+def exit_code(reason: str, pending: int, errors: int, held: int = 0) -> int:
     """The exit code of a run that ended with ``reason`` and left ``pending`` rows
-    pending and ``errors`` rows in error."""
+    pending, ``errors`` rows in error and ``held`` records held back in the workspace
+    (never shipped until the spec, the site or a review settles them: a drained crawl
+    that holds some is not done, or a cron loop would never notice them)."""
     if reason in CHECKPOINT_REASONS:
         return EXIT_CHECKPOINT
     if reason in HALT_REASONS or reason not in (REASON_FINISHED, REASON_ALREADY_DONE):
         return EXIT_HALTED
     if pending:
         return EXIT_CHECKPOINT
-    if errors:
+    if errors or held:
         return EXIT_HALTED
     return EXIT_OK
 

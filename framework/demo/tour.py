@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -40,6 +41,7 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from types import FrameType
 
+from framework.cli.hints import Locator
 from framework.demo.site import DemoSite
 from framework.errors import FrameworkError
 from framework.project import find_root
@@ -330,7 +332,10 @@ class Tour:
         _say("\n== summary")
         for name, value in rows:
             _say(f"{name:<{width}}  {value}")
-        _say(f"\nlook around: cd {self.folder} && framework status {JOB}")
+        # the workspace named, not implied by the folder: FRAMEWORK_WORKSPACE in the
+        # user's shell would lead a bare `framework status demo` elsewhere
+        look = Locator(JOB, JOB, str(self.workspace)).command("status")
+        _say(f"\nlook around: cd {shlex.quote(str(self.folder))} && {look}")
 
     def run(self) -> None:
         ingest = self.start_ingest()  # starts while the crawl runs; its port comes later

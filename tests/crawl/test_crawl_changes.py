@@ -17,7 +17,7 @@ from framework.spec.models import FieldSpec
 from framework.workspace import Workspace
 from tests.fixtures.crawl import events, item_hashes, workspace_items
 
-EXIT_OK, EXIT_USAGE = 0, 2
+EXIT_OK, EXIT_USAGE, EXIT_HALTED = 0, 2, 4
 
 
 def limits(**fields: dict[str, Any]) -> ChangeLimits:
@@ -75,9 +75,9 @@ def changing_site() -> Iterator[ChangingSite]:
         site.stop()
 
 
-def _crawl(crawl_cli, spec: Path, ws: Path) -> None:
+def _crawl(crawl_cli, spec: Path, ws: Path, code: int = 0) -> None:
     r = crawl_cli("crawl", str(spec), "--workspace", str(ws), "-q")
-    assert r.returncode == EXIT_OK, r.stderr[-3000:]
+    assert r.returncode == code, r.stderr[-3000:]
 
 
 @pytest.mark.process
@@ -105,7 +105,7 @@ def test_a_recrawl_quarantines_changes_over_a_limit_until_reviewed(
         "requeue", "fixture-cases", "--kind", "detail", "--workspace", str(ws), cwd=tmp_path
     )
     assert r.returncode == EXIT_OK, r.stderr
-    _crawl(crawl_cli, spec, ws)
+    _crawl(crawl_cli, spec, ws, EXIT_HALTED)  # records held: a human must look
 
     # the accepted versions stay the items (and ship unchanged); nothing else moved
     assert workspace_items(ws) == first
@@ -224,7 +224,7 @@ def test_a_redesigned_site_is_recovered_reported_and_quarantined(
         "requeue", "fixture-cases", "--kind", "detail", "--workspace", str(ws), cwd=tmp_path
     )
     assert r.returncode == EXIT_OK, r.stderr
-    _crawl(crawl_cli, spec, ws)
+    _crawl(crawl_cli, spec, ws, EXIT_HALTED)  # records held: a human must look
 
     # every record recovered through data-field: stored as before (nothing lost)
     assert workspace_items(ws) == first
