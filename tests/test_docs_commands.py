@@ -39,12 +39,14 @@ else runs through ``bash -c``. A command ending in ``&`` is started in the
 background (its own process group, stopped at the end of the file) and, when it names a
 port, waited for until that port accepts connections.
 
-The documents name fixed ports (the demo site on 8800, the ingest endpoint on 8700); a
-test may not rely on fixed ports, so each file's ports are mapped to free ones, in its
-commands and in the copy's ``projects/demo/job.yaml``, and that is the only rewriting a
-command gets. When no command of a file serves the demo site or the ingest endpoint
-itself, this test serves them on the mapped ports (the fixture site in-process on port
-0, the reference ingest server as a child on port 0 whose real port is read back).
+The documents name fixed ports (the demo site on 8800, the ingest endpoint on 8700, and
+whatever port a command serves on with ``--port N``, such as a guide's fixture site or
+receiving endpoint); a test may not rely on fixed ports, so each file's ports are mapped
+to free ones, in its commands, its ``file:`` blocks and the copy's
+``projects/demo/job.yaml``, and that is the only rewriting a command gets. When no
+command of a file serves the demo site or the ingest endpoint itself, this test serves
+them on the mapped ports (the fixture site in-process on port 0, the reference ingest
+server as a child on port 0 whose real port is read back).
 """
 
 from __future__ import annotations
@@ -414,6 +416,10 @@ def sandbox(tmp_path: Path, commands: list[str]) -> Iterator[Sandbox]:
             box.ports[INGEST_PORT] = free_port()
         else:
             box.ports[INGEST_PORT] = serve_ingest(box)
+        # any other port a command serves on (a guide's fixture site, its own endpoint)
+        for named in re.findall(r"--port (\d+)", text):
+            if int(named) not in box.ports and int(named) != 0:
+                box.ports[int(named)] = free_port()
         spec = root / "projects" / "demo" / "job.yaml"
         spec.write_text(box.rewrite(spec.read_text(encoding="utf-8")), encoding="utf-8")
         yield box
