@@ -387,11 +387,11 @@ pages:
 def test_a_stop_does_not_wait_for_every_downloaded_page_to_be_read(
     hostile_server: Callable[[], HostileServer], tmp_path: Path
 ) -> None:
-    """SIGINT while a dozen pages that each take the whole extract budget wait to be
+    """SIGINT while two dozen pages that each take the whole extract budget wait to be
     read: past the grace, the pages not read yet are left pending (the next run reads
     them); the crawl used to read every one first, deaf for pages x budget."""
     site = hostile_server()
-    traps = [f"/trap-{n}" for n in range(12)]
+    traps = [f"/trap-{n}" for n in range(24)]
     site.route("/", _page("".join(f'<a href="{t}">t</a>' for t in traps)))
     for trap in traps:
         site.route(trap, _page("<p>" + "a" * 60 + "!</p>"))
@@ -418,8 +418,9 @@ pages:
             str(spec),
             "--workspace",
             str(ws),
-            *("-s", "FRAMEWORK_EXTRACT_TIMEOUT=2", "-s", "FRAMEWORK_STOP_GRACE=1"),
-            *("-s", "CONCURRENT_REQUESTS=16", "-L", "WARNING"),
+            *("-s", "FRAMEWORK_EXTRACT_TIMEOUT=1", "-s", "FRAMEWORK_STOP_GRACE=1"),
+            *("-s", "CONCURRENT_REQUESTS=32", "-s", "CONCURRENT_REQUESTS_PER_DOMAIN=32"),
+            *("-L", "WARNING"),
         ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
@@ -427,9 +428,9 @@ pages:
     )
     try:
         deadline = time.monotonic() + 120
-        while sum(site.hits(t) for t in traps) < len(traps):
+        while sum(site.hits(t) for t in traps) < 1:
             assert proc.poll() is None, proc.communicate()[1][-3000:]
-            assert time.monotonic() < deadline, "the trap pages were never all fetched"
+            assert time.monotonic() < deadline, "no trap page was ever fetched"
             time.sleep(0.05)
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=120)
@@ -443,8 +444,11 @@ pages:
     pending = [t for t in traps if rows[site.url + t]["status"] == "pending"]
     read = [t for t in traps if rows[site.url + t]["status"] == "error"]
     assert len(pending) + len(read) == len(traps), rows
-    # within the 1 s grace, a page or two of 2 s of CPU each can be read, not twelve
-    assert len(pending) >= len(traps) - 4, rows
+    # The signal comes as the first trap page is served, with the rest requested or
+    # arriving: a page takes a second of CPU, so one or two are read within the 1 s
+    # grace (a few more on a loaded machine); the others stay pending. Before, every
+    # page downloaded was read first: 23 of 24, 23 s after the signal.
+    assert len(read) <= 8, rows
 
 
 @pytest.mark.process
