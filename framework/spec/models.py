@@ -1,10 +1,12 @@
 """Typed models of a job spec: the contract between YAML and the spider.
 
 These models own the *shape* of a spec: every key, its type, its default. They forbid
-unknown keys. Cross-field checks (selectors compile, templates name known fields,
-page kinds named by ``to:`` exist) live in :mod:`framework.spec.validate`; turning YAML
-into these models with ``file:line:col`` errors lives in :mod:`framework.spec.load`.
-Nothing here does I/O.
+unknown keys. This module holds page kinds and the job; a field and its value types are
+:mod:`framework.spec.values`, forms and the login :mod:`framework.spec.forms` (both
+importable from here too). Cross-field checks (selectors compile, templates name known
+fields, page kinds named by ``to:`` exist) live in :mod:`framework.spec.validate`;
+turning YAML into these models with ``file:line:col`` errors lives in
+:mod:`framework.spec.load`. Nothing here does I/O.
 
 Two ways to write pages:
 
@@ -22,8 +24,6 @@ from enum import StrEnum
 from typing import Any, Literal
 
 from pydantic import (
-    BaseModel,
-    ConfigDict,
     Field,
     field_validator,
     model_validator,
@@ -31,51 +31,41 @@ from pydantic import (
 
 from framework.extract.fields import looks_like_xpath
 from framework.project import JOB_NAME_RE
+from framework.spec.forms import FormField as FormField  # X as X: re-exported
+from framework.spec.forms import FormSpec, LoginSpec
+from framework.spec.forms import LoginSuccess as LoginSuccess
+from framework.spec.forms import LoginToken as LoginToken
+from framework.spec.forms import SessionExpired as SessionExpired
 from framework.spec.render import RenderOptions  # `browser:` (owned by F, issue 11)
+from framework.spec.values import SOURCE_KEYS as SOURCE_KEYS
+from framework.spec.values import Embedded as Embedded
+from framework.spec.values import FieldSpec, Languages, Records
+from framework.spec.values import Replace as Replace
+from framework.spec.values import Source as Source
+from framework.spec.values import StrictModel as _Strict
+from framework.spec.values import ValueType as ValueType
 
 # The canonical prefix of every dedupe key: lowercase, no separator that could collide.
 SOURCE_TYPE_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
 KIND_NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 
-# Which keys of a field are *sources*; their order as written is the fallback order.
-SOURCE_KEYS = ("css", "xpath", "json", "re", "url", "embedded", "pairs", "count", "const")
 
+class _OneOrMany(_Strict):
+    """``blocked:`` as one rule or a list of them, ``required_any:`` as one group or a
+    list of groups, wherever a model has them."""
 
-def _check_languages(value: Any) -> Any:
-    if isinstance(value, str):
-        value = [value]
-    if isinstance(value, list | tuple) and value:
-        from framework.extract.convert import known_language
+    @field_validator("blocked", mode="before", check_fields=False)
+    @classmethod
+    def _blocked(cls, value: Any) -> Any:
+        return [value] if isinstance(value, dict) else value
 
-        unknown = [v for v in value if isinstance(v, str) and not known_language(v)]
-        if unknown:
-            raise ValueError(
-                f"unknown language(s) {', '.join(map(repr, unknown))}: "
-                "dateparser's codes, e.g. en, id, de, pt"
-            )
-    return value
-
-
-def _any_groups(value: Any) -> Any:
-    """``required_any: [phone, email]`` is one group; a list of lists is several."""
-    if isinstance(value, list | tuple) and value and all(isinstance(v, str) for v in value):
-        return [value]
-    return value
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
-
-
-class ValueType(StrEnum):
-    STRING = "string"
-    INTEGER = "integer"
-    NUMBER = "number"
-    BOOLEAN = "boolean"
-    DATE = "date"
-    DATETIME = "datetime"
-    URL = "url"
-    PRICE = "price"  # {"amount": number, "currency": str | None}, by price-parser
+    @field_validator("required_any", mode="before", check_fields=False)
+    @classmethod
+    def _required_any(cls, value: Any) -> Any:
+        """``required_any: [phone, email]`` is one group; a list of lists is several."""
+        if isinstance(value, list | tuple) and value and all(isinstance(v, str) for v in value):
+            return [value]
+        return value
 
 
 class Render(StrEnum):
@@ -88,189 +78,6 @@ class Format(StrEnum):
     JSON = "json"
     # a sitemap, a sitemap index or a robots.txt (framework/crawl/discovery.py)
     SITEMAP = "sitemap"
-
-
-class Embedded(_Strict):
-    """JSON or a JavaScript literal embedded in the page, then a JSON path into it.
-
-    Where the literal is: ``script`` (a css/xpath selector of the ``<script>`` whose
-    text it is), ``var`` (the first assignment to that name in a script: ``data`` finds
-    ``var data = [...]``, ``__STATE__`` finds ``window.__STATE__ = {...}``), or ``re``
-    (a regex over the page text, or over the ``script``'s text; its group 1 or group
-    ``json`` is the literal). ``var`` and ``re`` are each combinable with ``script``.
-    The literal is JSON, or JavaScript that is not JSON (single quotes, unquoted keys,
-    trailing commas: read by chompjs)."""
-
-    re: str | None = None
-    script: str | None = None
-    var: str | None = None
-    path: str = "$"
-
-    @model_validator(mode="after")
-    def _where(self) -> Embedded:
-        if self.re is None and self.script is None and self.var is None:
-            raise ValueError("`embedded` needs `script`, `var` or `re` (where the JSON is)")
-        if self.re is not None and self.var is not None:
-            raise ValueError("`embedded` takes `var` or `re`, not both")
-        return self
-
-
-class Records(_Strict):
-    """Records that are data in the page rather than elements of it (an ``each``
-    mapping): an embedded document (its ``path`` leads to the records, or to the list
-    of them), or the JSON-LD or microdata objects of one type (``Quote``,
-    ``https://schema.org/Quote``; ``"*"``: every top-level object). Each record is a
-    JSON value: its fields are read with ``json:`` paths."""
-
-    embedded: Embedded | None = None
-    jsonld: str | None = None
-    microdata: str | None = None
-
-    @model_validator(mode="after")
-    def _one(self) -> Records:
-        given = [k for k in ("embedded", "jsonld", "microdata") if getattr(self, k) is not None]
-        if len(given) != 1:
-            raise ValueError(
-                "`each` as a mapping takes exactly one of embedded, jsonld or microdata"
-            )
-        return self
-
-    @property
-    def label(self) -> str:
-        if self.embedded is not None:
-            e = self.embedded
-            where = " ".join(
-                f"{k}={v}" for k, v in (("script", e.script), ("var", e.var), ("re", e.re)) if v
-            )
-            return f"embedded {where} -> {e.path}"
-        if self.jsonld is not None:
-            return f"jsonld {self.jsonld}"
-        return f"microdata {self.microdata}"
-
-
-class Replace(_Strict):
-    """A regex substitution applied after whitespace normalisation."""
-
-    pattern: str
-    to: str = ""
-
-
-class Source(_Strict):
-    """One way to find a value. A field has one or more, tried in order."""
-
-    kind: Literal["css", "xpath", "json", "re", "url", "embedded", "pairs", "count", "const"]
-    # css/xpath/json/re/url/count: the expression; embedded: an Embedded; pairs: a
-    # mapping {each, key, value}; const: any value
-    expr: Any
-
-
-class FieldSpec(_Strict):
-    """One field of a record.
-
-    Written in YAML either as a bare string (a CSS selector) or as a mapping with one
-    or more *source* keys (``css``, ``xpath``, ``json``, ``re``, ``url``, ``embedded``,
-    ``count``, ``const``), each a string or a list of fallbacks. Sources are tried in the
-    order written; the first that yields a value wins, and a fallback that is not the
-    first is reported (the layout changed). ``fields`` + ``each`` make a nested group of
-    repeated rows (a table becomes a list of records).
-    """
-
-    sources: tuple[Source, ...] = ()
-    type: ValueType = ValueType.STRING
-    many: bool = False  # a list of values instead of the first one
-    required: bool = False
-    default: Any = None
-    # normalisation (strings, before type conversion)
-    strip: bool = True
-    collapse: bool = True  # runs of whitespace -> one space
-    lowercase: bool = False
-    replace: tuple[Replace, ...] = ()
-    # type details
-    date_format: str | None = Field(default=None, alias="format")
-    absolute: bool = True  # url: resolve against the page URL
-    # date/datetime: dateparser's languages for dates the fixed forms miss ("12 Januari
-    # 2024" with [id]); empty: the job's `languages`
-    languages: tuple[str, ...] = ()
-    # date/datetime: the order numeric dates are written in (12/01/2024); default: the
-    # one the languages agree on, else day first (framework/extract/convert.py)
-    date_order: Literal["DMY", "MDY", "YMD"] | None = None
-    # number/integer/price: "63K", "1.2M", "2bn", "3 million" are read (else they fail)
-    magnitude: bool = False
-    # number/integer/price: which number of a range or a was/now text ("$20, now $15")
-    pick: Literal["first", "last", "min", "max"] | None = None
-    # price: the amount of a text that says "free" (0); unset, such a text fails
-    free: int | float | None = None
-    min: float | None = None
-    max: float | None = None
-    # rules on the converted value (a `many` field: on each value); a record that breaks
-    # one is stored as `invalid`, naming the rule and the value, and never shipped
-    pattern: str | None = None  # a regex the text of the value must contain (re.search)
-    enum: tuple[Any, ...] | None = None  # the only values allowed
-    min_length: int | None = Field(default=None, ge=0)  # of a text value
-    max_length: int | None = Field(default=None, ge=0)
-    # the one value this field must have (an absent value breaks it too): protects a
-    # record's identity, e.g. the court a case must belong to
-    expected: Any = None
-    # change limits on a re-crawl of the same key (framework/crawl/changes.py): a
-    # candidate over one is held as `review_required`, the accepted version ships on
-    max_change: str | float | None = None  # "50%" of the old value, or an absolute amount
-    frozen: bool = False  # the value must never change once stored
-    # nested group of repeated rows (a mapping: records from data in the page)
-    each: str | Records | None = None
-    fields: dict[str, FieldSpec] | None = None
-    # a value for templates (sub-tab URLs and bodies, the key, carried values), never
-    # stored in the item nor part of its content hash (a CSRF token, a view state)
-    helper: bool = False
-
-    @model_validator(mode="before")
-    @classmethod
-    def _gather_sources(cls, data: Any) -> Any:
-        if isinstance(data, str):
-            return {"sources": [{"kind": "css", "expr": data}]}
-        if not isinstance(data, dict) or "sources" in data:
-            return data
-        out: dict[str, Any] = {}
-        sources: list[dict[str, Any]] = []
-        for key, value in data.items():  # YAML mapping order is the fallback order
-            if key in SOURCE_KEYS:
-                if key in ("embedded", "pairs", "const") or not isinstance(value, list):
-                    sources.append({"kind": key, "expr": value})
-                else:
-                    sources.extend({"kind": key, "expr": v} for v in value)
-            else:
-                out[key] = value
-        out["sources"] = sources
-        if "type" not in out and sources and all(s["kind"] == "count" for s in sources):
-            out["type"] = ValueType.INTEGER  # a count is a number, not the text "5"
-        return out
-
-    @field_validator("languages", mode="before")
-    @classmethod
-    def _languages(cls, value: Any) -> Any:
-        return _check_languages(value)
-
-    @field_validator("max_change")
-    @classmethod
-    def _max_change(cls, value: Any) -> Any:
-        if isinstance(value, str):
-            text = value.strip()
-            if not re.fullmatch(r"\d+(\.\d+)?%", text):
-                raise ValueError("max_change is a percentage (`50%`) or a number")
-            return text
-        if isinstance(value, int | float) and value < 0:
-            raise ValueError("max_change is at least 0")
-        return value
-
-    @model_validator(mode="after")
-    def _check(self) -> FieldSpec:
-        if self.fields is not None:
-            if self.each is None:
-                raise ValueError("a nested group needs `each` (which elements are its rows)")
-        elif not self.sources and self.default is None:
-            raise ValueError(
-                "a field needs a source (css, xpath, json, re, url, embedded, count or const)"
-            )
-        return self
 
 
 class FollowRule(_Strict):
@@ -380,11 +187,6 @@ class BlockRule(_Strict):
         return self
 
 
-def _rules_list(value: Any) -> Any:
-    """``blocked:`` is one rule or a list of them."""
-    return [value] if isinstance(value, dict) else value
-
-
 class SubtabSpec(_Strict):
     """An extra request per record (an AJAX tab). Its data lands in the record under
     the tab's name: a list of rows when ``each`` is given, else a mapping of fields."""
@@ -425,133 +227,7 @@ class SitemapOptions(_Strict):
         return [value] if isinstance(value, str) else value
 
 
-class FormField(_Strict):
-    """What one named field of a submitted form carries (``forms: [{fields: ...}]``).
-
-    Exactly one of ``value`` (a template over the page's context: a constant,
-    ``{author}``, ``{env:NAME}``), ``values`` (one request per value) or ``options``
-    (one request per ``<option>`` of the form's ``<select>`` of that name). The short
-    forms: a string is a ``value``, a list is ``values``."""
-
-    value: str | None = None
-    values: tuple[str, ...] | None = None
-    options: bool = False
-    exclude: tuple[str, ...] = ()  # option values never submitted (empty ones never are)
-    carry: str | None = None  # the submitted value reaches the next page's records as this
-    carry_label: str | None = None  # ... and the chosen option's text as this
-
-    @model_validator(mode="before")
-    @classmethod
-    def _short(cls, data: Any) -> Any:
-        if isinstance(data, str):
-            return {"value": data}
-        if isinstance(data, list | tuple):
-            return {"values": data}
-        return data
-
-    @model_validator(mode="after")
-    def _one(self) -> FormField:
-        given = [k for k in ("value", "values") if getattr(self, k) is not None]
-        given += ["options"] if self.options else []
-        if len(given) != 1:
-            raise ValueError("a form field takes exactly one of value, values or options")
-        if self.values is not None and not self.values:
-            raise ValueError("`values` needs at least one value")
-        if self.exclude and not self.options:
-            raise ValueError("`exclude` goes with `options: true`")
-        if self.carry_label is not None and not self.options:
-            raise ValueError("`carry_label` goes with `options: true`")
-        return self
-
-    @property
-    def fans_out(self) -> bool:
-        return self.options or self.values is not None
-
-
-class FormSpec(_Strict):
-    """A form of the page submitted as ``FormRequest.from_response`` would: the page's
-    own inputs (hidden ones such as ``__VIEWSTATE`` included) as they are, the named
-    ``fields`` set on top; the response is a page of kind ``to``."""
-
-    css: str | None = None  # the form, or an element inside it (Scrapy's formcss)
-    xpath: str | None = None  # ... (formxpath)
-    index: int | None = Field(default=None, ge=0)  # the n-th <form> of the page (formnumber)
-    to: str
-    fields: dict[str, FormField] = {}
-    click: dict[str, str | int] | None = None  # attributes of the submit element (clickdata)
-    dont_click: bool = False  # submit without any submit element's name=value
-    method: Literal["GET", "POST"] | None = None  # None: the form's own method
-    required: bool = True  # a page without the form is an error (else: no request)
-    max_requests: int = Field(default=1000, ge=1)  # per page; over it the page is an error
-
-    @model_validator(mode="after")
-    def _where(self) -> FormSpec:
-        given = [k for k in ("css", "xpath", "index") if getattr(self, k) is not None]
-        if len(given) > 1:
-            raise ValueError("a form is found by one of css, xpath or index")
-        if self.click is not None and self.dont_click:
-            raise ValueError("`click` and `dont_click: true` contradict each other")
-        return self
-
-
-class LoginSuccess(_Strict):
-    """How a login proves it worked (every key given must hold); none given: the answer
-    is below 400 and is not the login page again (its URL, its form)."""
-
-    css: str | None = None  # must match on the page the login ends on
-    cookie: str | None = None  # a cookie of this name must be in the jar afterwards
-    status: int | None = Field(default=None, ge=100, le=599)  # the final answer's status
-
-
-class SessionExpired(_Strict):
-    """How a page says the session is gone (any one is enough): its row is fetched
-    again after a new login, neither failed nor counted as an attempt."""
-
-    status: tuple[int, ...] = (401, 403)
-    # a regex searched in a redirect's target and in the final URL; default: the login
-    # page's own URL (a redirect to the login form)
-    url: str | None = None
-    css: str | None = None  # matches on a page only a logged-out visitor sees
-
-    @field_validator("status", mode="before")
-    @classmethod
-    def _status_list(cls, value: Any) -> Any:
-        return [value] if isinstance(value, int) else value
-
-
-class LoginToken(_Strict):
-    """A session that is a token in the login's JSON answer (not a cookie), sent as a
-    header with every page request from then on."""
-
-    json_path: str = Field(alias="json")  # where the token is in the answer: $.token
-    header: str = "Authorization"
-    value: str = "Bearer {token}"  # what the header says; {token} is the token
-
-
-class LoginSpec(_Strict):
-    """A login run before any other request of a crawl (and on every resume), and again
-    whenever a page says the session expired (framework/crawl/session.py)."""
-
-    url: str  # the login page (form) or endpoint (json); a path joins the first start URL
-    form: str | None = None  # CSS selector of the form on the login page
-    fields: dict[str, str] = {}  # form fields to fill: constants or {env:NAME}
-    json_body: Any = Field(default=None, alias="json")  # POST this document instead
-    success: LoginSuccess = LoginSuccess()
-    expired: SessionExpired = SessionExpired()
-    token: LoginToken | None = None  # the session is a token in the answer, not a cookie
-    # new logins in a row with no page fetched between them before the run stops
-    max_relogins: int = Field(default=3, ge=1, le=100)
-
-    @model_validator(mode="after")
-    def _one_way(self) -> LoginSpec:
-        if (self.form is None) == (self.json_body is None):
-            raise ValueError("a login takes exactly one of `form` (a selector) or `json`")
-        if self.fields and self.form is None:
-            raise ValueError("`fields` fill a login form: use them with `form`")
-        return self
-
-
-class PageKind(_Strict):
+class PageKind(_OneOrMany):
     """One kind of page: its records, fields, follow rules, pagination and sub-tabs.
 
     A kind whose records have an ``id`` emits items. Without ``each`` the whole page is
@@ -581,16 +257,6 @@ class PageKind(_Strict):
     headers: dict[str, str] = {}
     cookies: dict[str, str] = {}
 
-    @field_validator("blocked", mode="before")
-    @classmethod
-    def _blocked(cls, value: Any) -> Any:
-        return _rules_list(value)
-
-    @field_validator("required_any", mode="before")
-    @classmethod
-    def _required_any(cls, value: Any) -> Any:
-        return _any_groups(value)
-
     @field_validator("follow", mode="before")
     @classmethod
     def _follow_list(cls, value: Any) -> Any:
@@ -608,57 +274,48 @@ class PageKind(_Strict):
         return self.id is not None
 
 
-class ListShort(_Strict):
-    """Short form of a list page: ``each`` row, ``follow`` link to the detail page,
-    ``next`` link to the next list page, and fields taken from the row itself."""
+class _ShortKind(_OneOrMany):
+    """What ``list:`` and ``detail:`` both take: how the page is fetched, what a record
+    needs. :meth:`JobSpec.page_kinds` carries each of them to the :class:`PageKind`."""
 
+    format: Format = Format.HTML
+    render: Render | None = None
+    browser: RenderOptions | None = None
+    required_any: tuple[tuple[str, ...], ...] = ()
+    rate: RateSpec | None = None
+    blocked: tuple[BlockRule, ...] = ()
+    headers: dict[str, str] = {}
+    cookies: dict[str, str] = {}
+
+
+def _carried(short: _ShortKind) -> dict[str, Any]:
+    """The keys of a short form that its page kind takes as they are."""
+    return {name: getattr(short, name) for name in ("id", "fields", *_ShortKind.model_fields)}
+
+
+class _ListKeys(_Strict):
     each: str | Records | None = None
     follow: str | None = None  # a css/xpath selector for the detail link, within the row
     next: str | Pagination | None = None
     id: FieldSpec | None = None
     fields: dict[str, FieldSpec] = {}
-    format: Format = Format.HTML
-    render: Render | None = None
-    browser: RenderOptions | None = None
-    required_any: tuple[tuple[str, ...], ...] = ()
-    rate: RateSpec | None = None
-    blocked: tuple[BlockRule, ...] = ()
-    headers: dict[str, str] = {}
-    cookies: dict[str, str] = {}
-
-    @field_validator("required_any", mode="before")
-    @classmethod
-    def _required_any(cls, value: Any) -> Any:
-        return _any_groups(value)
-
-    @field_validator("blocked", mode="before")
-    @classmethod
-    def _blocked(cls, value: Any) -> Any:
-        return _rules_list(value)
 
 
-class DetailShort(_Strict):
+class _DetailKeys(_Strict):
     id: FieldSpec
     fields: dict[str, FieldSpec] = {}
     subtabs: dict[str, SubtabSpec] = {}
-    format: Format = Format.HTML
-    render: Render | None = None
-    browser: RenderOptions | None = None
-    required_any: tuple[tuple[str, ...], ...] = ()
-    rate: RateSpec | None = None
-    blocked: tuple[BlockRule, ...] = ()
-    headers: dict[str, str] = {}
-    cookies: dict[str, str] = {}
 
-    @field_validator("required_any", mode="before")
-    @classmethod
-    def _required_any(cls, value: Any) -> Any:
-        return _any_groups(value)
 
-    @field_validator("blocked", mode="before")
-    @classmethod
-    def _blocked(cls, value: Any) -> Any:
-        return _rules_list(value)
+# Each short form's own keys come first (the shared ones after them, in the schema and
+# the generated reference), hence their own keys in a base listed last.
+class ListShort(_ShortKind, _ListKeys):
+    """Short form of a list page: ``each`` row, ``follow`` link to the detail page,
+    ``next`` link to the next list page, and fields taken from the row itself."""
+
+
+class DetailShort(_ShortKind, _DetailKeys):
+    pass
 
 
 class KeySpec(_Strict):
@@ -706,7 +363,7 @@ class DriftSpec(_Strict):
         return float(self.fill_drop[:-1]) / 100
 
 
-class JobSpec(_Strict):
+class JobSpec(_OneOrMany):
     """A whole job, as written in ``projects/<job>/job.yaml``."""
 
     name: str
@@ -734,17 +391,12 @@ class JobSpec(_Strict):
     ship: ShipSettings = ShipSettings()
     description: str | None = None
     # dateparser's languages for every date field that names none (`languages: [id]`)
-    languages: tuple[str, ...] = ()
+    languages: Languages = ()
     drift: DriftSpec = DriftSpec()
     # one rate limit shared by every request of a kind without a `rate:` of its own
     rate: RateSpec | None = None
     # soft-ban rules of every page kind and sub-tab (framework/crawl/blocking.py)
     blocked: tuple[BlockRule, ...] = ()
-
-    @field_validator("blocked", mode="before")
-    @classmethod
-    def _blocked(cls, value: Any) -> Any:
-        return _rules_list(value)
 
     @field_validator("name")
     @classmethod
@@ -752,11 +404,6 @@ class JobSpec(_Strict):
         if not JOB_NAME_RE.match(value):
             raise ValueError("a job name is letters, digits, '_' or '-' (at most 64)")
         return value
-
-    @field_validator("languages", mode="before")
-    @classmethod
-    def _languages(cls, value: Any) -> Any:
-        return _check_languages(value)
 
     @field_validator("source_type")
     @classmethod
@@ -792,36 +439,18 @@ class JobSpec(_Strict):
                 follow = (rule,)
             pagination = Pagination(next=lst.next) if isinstance(lst.next, str) else lst.next
             kinds["list"] = PageKind(
-                format=lst.format,
-                render=lst.render,
-                browser=lst.browser,
-                each=lst.each,
-                id=lst.id,
-                fields=lst.fields,
-                follow=follow,
-                pagination=pagination,
-                required_any=lst.required_any,
-                rate=lst.rate,
-                blocked=lst.blocked,
-                headers=lst.headers,
-                cookies=lst.cookies,
+                **_carried(lst), each=lst.each, follow=follow, pagination=pagination
             )
         if self.detail is not None:
-            d = self.detail
-            kinds["detail"] = PageKind(
-                format=d.format,
-                render=d.render,
-                browser=d.browser,
-                id=d.id,
-                fields=d.fields,
-                subtabs=d.subtabs,
-                required_any=d.required_any,
-                rate=d.rate,
-                blocked=d.blocked,
-                headers=d.headers,
-                cookies=d.cookies,
-            )
+            kinds["detail"] = PageKind(**_carried(self.detail), subtabs=self.detail.subtabs)
         return kinds
+
+    def kind_paths(self) -> dict[str, tuple[str | int, ...]]:
+        """Where each page kind is written: ``pages.<name>``, or ``list``/``detail``."""
+        if self.pages:
+            return {name: ("pages", name) for name in self.pages}
+        short = {"list": self.list_, "detail": self.detail}
+        return {name: (name,) for name, form in short.items() if form is not None}
 
     def start_kind(self) -> str:
         kinds = self.page_kinds()

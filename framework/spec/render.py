@@ -109,22 +109,11 @@ def browser_selector(selector: str) -> str:
     return f"xpath={selector}" if looks_like_xpath(selector) else f"css={selector}"
 
 
-def _kind_paths(spec: JobSpec) -> dict[str, Path_]:
-    if spec.pages:
-        return {name: ("pages", name) for name in spec.pages}
-    out: dict[str, Path_] = {}
-    if spec.list_ is not None:
-        out["list"] = ("list",)
-    if spec.detail is not None:
-        out["detail"] = ("detail",)
-    return out
-
-
 def _plan(spec: JobSpec) -> list[tuple[str, Path_, str, Any]]:
     """(row kind, its YAML path, its effective render, its browser options) of every
     page kind and sub-tab. A kind without ``render`` takes the job's, except JSON pages
     (a browser would wrap the JSON in HTML), which render only when they say so."""
-    paths = _kind_paths(spec)
+    paths = spec.kind_paths()
     out: list[tuple[str, Path_, str, Any]] = []
     job = spec.render.value
     for name, kind in spec.page_kinds().items():

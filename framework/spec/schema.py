@@ -38,6 +38,20 @@ _ONE_OR_MANY = {
         {"type": "array", "items": {"type": "string"}, "minItems": 1},
     ]
 }
+
+
+def _mapping(description: str, texts: dict[str, dict[str, Any]], **rule: Any) -> dict[str, Any]:
+    """A source written as a mapping of texts (``texts``: each key's extras)."""
+    properties = {key: {"type": "string", **extra} for key, extra in texts.items()}
+    return {
+        "type": "object",
+        "description": description,
+        "properties": properties,
+        **rule,
+        "additionalProperties": False,
+    }
+
+
 _SOURCES: dict[str, dict[str, Any]] = {
     "css": {**_ONE_OR_MANY, "description": "CSS selector (a list: fallbacks, in order)"},
     "xpath": {**_ONE_OR_MANY, "description": "XPath (a list: fallbacks, in order)"},
@@ -45,31 +59,18 @@ _SOURCES: dict[str, dict[str, Any]] = {
     "re": {**_ONE_OR_MANY, "description": "regex over the element's text (group 1 or value)"},
     "url": {**_ONE_OR_MANY, "description": "regex over the page URL"},
     "count": {**_ONE_OR_MANY, "description": "number of elements a selector matches"},
-    "embedded": {
-        "type": "object",
-        "description": "JSON or a JavaScript literal in the page (a script by selector, "
-        "the assignment to a var, or a regex's group), then a JSON path",
-        "properties": {
-            "script": {"type": "string"},
-            "var": {"type": "string"},
-            "re": {"type": "string"},
-            "path": {"type": "string", "default": "$"},
-        },
-        "anyOf": [{"required": ["script"]}, {"required": ["var"]}, {"required": ["re"]}],
-        "additionalProperties": False,
-    },
-    "pairs": {
-        "type": "object",
-        "description": "a definition list or two-column table as one mapping: each pair "
-        "element, its key and its value (default: its first and last cell)",
-        "properties": {
-            "each": {"type": "string"},
-            "key": {"type": "string"},
-            "value": {"type": "string"},
-        },
-        "required": ["each"],
-        "additionalProperties": False,
-    },
+    "embedded": _mapping(
+        "JSON or a JavaScript literal in the page (a script by selector, the assignment "
+        "to a var, or a regex's group), then a JSON path",
+        {"script": {}, "var": {}, "re": {}, "path": {"default": "$"}},
+        anyOf=[{"required": ["script"]}, {"required": ["var"]}, {"required": ["re"]}],
+    ),
+    "pairs": _mapping(
+        "a definition list or two-column table as one mapping: each pair element, its "
+        "key and its value (default: its first and last cell)",
+        {"each": {}, "key": {}, "value": {}},
+        required=["each"],
+    ),
     "const": {"description": "a constant value"},
 }
 

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from framework.crawl.changes import ChangeLimits
 from framework.extract.fields import Extraction, FieldExtractor, Scope
-from framework.spec.models import FieldSpec
+from framework.spec.models import FieldSpec, ValueType
 from tests.extract.value_table import ROWS, Fail, Row
 
 BASE = "http://x.test/t/page"
@@ -54,7 +54,9 @@ def test_the_table_covers_every_type_and_enough_strings() -> None:
         "datetime",
         "url",
         "price",
+        "duration",
     }
+    assert {r.type for r in ROWS} == {t.value for t in ValueType}  # a new type needs rows
     # every type has rows that fail: the contract refuses, not only reads
     assert {r.type for r in ROWS if isinstance(r.expected, Fail)} >= {
         "number",
@@ -64,6 +66,7 @@ def test_the_table_covers_every_type_and_enough_strings() -> None:
         "datetime",
         "url",
         "boolean",
+        "duration",
     }
 
 

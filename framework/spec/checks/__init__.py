@@ -1,2 +1,3 @@
-"""Checks of a spec that stand on their own, one module each, called by
-:mod:`framework.spec.validate` (which owns walking the spec and locating problems)."""
+"""The semantic checks of a spec, one module per concern, run by
+:mod:`framework.spec.validate`; :mod:`.report` locates each problem to ``file:line:col``.
+None reads files or parses YAML (that is :mod:`framework.spec.load`)."""

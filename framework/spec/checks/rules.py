@@ -6,9 +6,10 @@ A rule compares the field's *converted* value (framework/extract/fields.py): an
 ``{amount, currency}``). Every such record would be held as invalid, and the spec
 looked fine. This module converts each ``enum`` value and ``expected`` by the field's
 type, as the crawl converts what it extracts, and says which can never match. It also
-owns where the value options of :mod:`framework.extract.convert` apply
-(``magnitude``, ``pick``, ``free``, ``date_order``) and that a date field whose
-languages write numeric dates in different orders declares one.
+owns that a date field whose languages write numeric dates in different orders
+declares one. Which type takes which option (``magnitude``, ``pick``, ``free``,
+``date_order`` ...) is the value type's declaration (framework/spec/values.py), checked
+by :mod:`framework.spec.checks.fields`.
 
 It reads no files and knows no YAML positions: it says what is wrong, at a path below
 the field, and :mod:`framework.spec.validate` puts it at ``file:line:col``.
@@ -28,29 +29,16 @@ from framework.extract.convert import (
     date_order_of,
     language_date_order,
 )
+from framework.spec.values import takes
 
 __all__ = ["Problem", "rule_problems"]
 
 Problem = tuple[tuple[str | int, ...], str, str]  # (path below the field, what, expected)
 
-# where each value option of a field means something
-_OPTION_TYPES = {
-    "magnitude": ("integer", "number", "price"),
-    "pick": ("integer", "number", "price"),
-    "free": ("price",),
-    "date_order": ("date", "datetime"),
-}
-
 
 def rule_problems(raw: dict[str, Any], type_: str, job_languages: tuple[str, ...]) -> list[Problem]:
     """Every problem of the rules and value options of one field, written as ``raw``."""
-    out: list[Problem] = []
-    for key, types in _OPTION_TYPES.items():
-        if key in raw and type_ not in types:
-            out.append(
-                ((key,), f"`{key}` on a field of type {type_}", "type " + " or ".join(types))
-            )
-    out.extend(_date_order(raw, type_, job_languages))
+    out = _date_order(raw, type_, job_languages)
     if type_ not in CONVERTERS:
         return out
     ctx = _context(raw, type_, job_languages)
@@ -97,7 +85,7 @@ def _context(raw: dict[str, Any], type_: str, job_languages: tuple[str, ...]) ->
         absolute=False,
         languages=languages,
         date_order=date_order_of(order if isinstance(order, str) else None, languages)
-        if type_ in ("date", "datetime")
+        if "date_order" in takes(type_)
         else None,
         magnitude=raw.get("magnitude") is True,
         pick=raw.get("pick") if isinstance(raw.get("pick"), str) else None,
@@ -161,7 +149,7 @@ def _date_order(raw: dict[str, Any], type_: str, job_languages: tuple[str, ...])
     """A date field whose languages write numeric dates in different orders (``en``
     month first, ``id`` day first) and no ``date_order`` would read ``03/04/2024`` one
     way or the other: it must say which."""
-    if type_ not in ("date", "datetime") or raw.get("date_order") or raw.get("format"):
+    if "date_order" not in takes(type_) or raw.get("date_order") or raw.get("format"):
         return []
     own = raw.get("languages")
     languages = own or job_languages
