@@ -203,7 +203,9 @@ def _scan_events(ws: Workspace) -> tuple[dict[str, Any] | None, dict[str, Any] |
                 start = event
             elif name == "run_finished":
                 finished = event  # read newest first: the last one seen is the first
-            elif name == "requeued":
+            elif name == "requeued" or _queued_pages(event):
+                # a requeue, or a reparse that queued new pages (a fixed follow rule):
+                # what the run stopped on may be behind, the next step is a crawl
                 requeued = True
         if start is not None and last is not None:
             break
@@ -234,6 +236,15 @@ def _scan_events(ws: Workspace) -> tuple[dict[str, Any] | None, dict[str, Any] |
     if isinstance(blocked, dict):
         run["blocked"] = blocked  # url, rule, status
     return run, last
+
+
+def _queued_pages(event: dict[str, Any]) -> bool:
+    """Whether ``event`` is a reparse that left new pages to fetch."""
+    if event.get("event") != "reparse_finished":
+        return False
+    counts = event.get("counts")
+    pending = counts.get("rows_pending") if isinstance(counts, dict) else None
+    return isinstance(pending, int) and pending > 0
 
 
 def _reparse_summary(event: dict[str, Any] | None) -> dict[str, Any] | None:

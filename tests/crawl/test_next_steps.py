@@ -6,6 +6,7 @@ kind the job's URL patterns lead it to. Through the real CLI, on a local site.""
 
 from __future__ import annotations
 
+import json
 import shlex
 from collections.abc import Callable
 from pathlib import Path
@@ -71,8 +72,10 @@ def test_the_reparse_after_a_follow_fix_exits_0_and_names_the_crawl_with_its_wor
     assert {row["status"] for u, row in _rows(ws).items() if u != f"{site.url}/jobs/"} == {
         "pending"
     }
-    r = crawl_cli("status", str(spec), "--workspace", str(ws), timeout=120)
-    assert "extracted nothing" not in r.stdout, r.stdout
+    r = crawl_cli("status", str(spec), "--workspace", str(ws), "--json", timeout=120)
+    assert "extracted nothing" not in r.stdout, r.stderr[-3000:]
+    # more to do, not a human's to look at: the reparse queued what the crawl fetches
+    assert (json.loads(r.stdout)["state"], r.returncode) == ("unfinished", 3), r.stdout
 
     # the step it named is the one that finishes the job
     r = crawl_cli(*shlex.split(f"crawl {located}"), timeout=180)

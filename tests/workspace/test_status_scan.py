@@ -20,8 +20,8 @@ from framework.workspace.workspace import SPEC_HISTORY_MAX
 
 
 def forward_pass(events: list[dict[str, Any]]) -> tuple[dict[str, Any] | None, dict[str, Any]]:
-    """The whole-log pass: the newest run start, its first run_finished, a requeue since,
-    and the newest crawl's or reparse's extraction."""
+    """The whole-log pass: the newest run start, its first run_finished, a requeue (or
+    a reparse that queued pages) since, and the newest crawl's or reparse's extraction."""
     run: dict[str, Any] | None = None
     finished: dict[str, Any] | None = None
     requeued = False
@@ -36,6 +36,8 @@ def forward_pass(events: list[dict[str, Any]]) -> tuple[dict[str, Any] | None, d
             finished = event
         elif name == "requeued" and run is not None:
             requeued = True
+        elif name == "reparse_finished" and run is not None:
+            requeued = requeued or event["counts"].get("rows_pending", 0) > 0
     if run is None:
         return None, extraction
     summary = {
@@ -70,7 +72,7 @@ def random_log(rng: random.Random, n: int) -> list[dict[str, Any]]:
         if name.endswith("_finished"):
             event.update(
                 reason=rng.choice(["finished", "shutdown"]),
-                counts={"i": i},
+                counts={"i": i, "rows_pending": rng.choice([0, 0, 3])},
                 fill={"detail": {"records": i, "fields": {"a": i % 3}}},
                 warnings=[{"kind": "detail", "n": i}],
             )
