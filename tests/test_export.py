@@ -93,7 +93,8 @@ def test_a_feed_holding_fewer_records_than_the_workspace_says_so(crawled, tmp_pa
     assert sent < stored
     assert (
         f"the -o/-O feed holds the {sent} records this run completed; the workspace holds "
-        f"{stored} complete items: `framework export fixture-cases -o FILE` writes them all"
+        f"{stored} complete items: `framework export fixture-cases -o FILE --workspace {ws}` "
+        "writes them all"
     ) in r.stderr
     # a feed with every stored item is not told about
     r = run_cli(

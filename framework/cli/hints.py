@@ -19,6 +19,9 @@ from dataclasses import dataclass
 
 # The commands that read a job's workspace (each takes --workspace)
 WORKSPACE_VERBS = frozenset(("crawl", "reparse", "status", "requeue", "review", "export", "ship"))
+# The commands that read the spec itself, and so take a path to it as well as a job name;
+# the others take a job name only (a path there is a usage error: project.resolve_job)
+SPEC_VERBS = frozenset(("crawl", "reparse", "preview", "validate"))
 # `framework VERB REST`, as messages quote a command
 _COMMAND = re.compile(r"`framework ([a-z][a-z-]*)((?: [^`]*)?)`")
 
@@ -30,8 +33,9 @@ class Locator:
     workspace: str | None = None  # --workspace, when given
 
     def command(self, verb: str, *args: str) -> str:
-        """``framework VERB JOB ARGS [--workspace W]``, quoted for a shell."""
-        words = ["framework", verb, self.job, *args]
+        """``framework VERB JOB ARGS [--workspace W]``, quoted for a shell: JOB as the
+        user gave it where the command reads the spec, else the job's name."""
+        words = ["framework", verb, self.job if verb in SPEC_VERBS else self.name, *args]
         if self.workspace is not None and verb in WORKSPACE_VERBS:
             words += ["--workspace", self.workspace]
         return shlex.join(words)

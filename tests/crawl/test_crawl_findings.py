@@ -283,8 +283,8 @@ def test_a_follow_that_matches_nothing_is_a_warning_and_status_shows_it(
     r = crawl_cli("crawl", str(spec), "--workspace", str(ws))
     assert r.returncode == EXIT_HALTED, r.stderr[-3000:]
     assert "see the warnings above" not in r.stderr
-    # the hint locates the job and the workspace as the command was given them
-    assert f"(see `framework status {spec} --workspace {ws}`)" in r.stderr
+    # the hint locates the workspace as the command was given it (status takes a name)
+    assert f"(see `framework status fixture-cases --workspace {ws}`)" in r.stderr
     finished = events(ws)[-1]
     assert finished["counts"]["requests"] == 0
     assert [(w["what"], w["count"]) for w in finished["warnings"]] == [("follow_empty", lists)]

@@ -55,7 +55,8 @@ def test_the_reparse_after_a_follow_fix_exits_0_and_names_the_crawl_with_its_wor
     # a follow rule that finds nothing: nothing extracted, a human must look
     r = crawl_cli("crawl", str(spec), "--workspace", str(ws), timeout=180)
     assert r.returncode == EXIT_HALTED, r.stderr[-3000:]
-    assert f"`framework status {located}`" in r.stderr
+    # status reads a workspace, not a spec: the job's name and the workspace
+    assert f"`framework status hostile --workspace {shlex.quote(str(ws))}`" in r.stderr
     assert "`framework status hostile`" not in r.stderr
 
     # the fix; a crawl now says the stored pages are read again by a reparse of THIS
@@ -72,10 +73,10 @@ def test_the_reparse_after_a_follow_fix_exits_0_and_names_the_crawl_with_its_wor
     assert {row["status"] for u, row in _rows(ws).items() if u != f"{site.url}/jobs/"} == {
         "pending"
     }
-    r = crawl_cli("status", str(spec), "--workspace", str(ws), "--json", timeout=120)
+    r = crawl_cli("status", "hostile", "--workspace", str(ws), "--json", timeout=120)
     assert "extracted nothing" not in r.stdout, r.stderr[-3000:]
     # more to do, not a human's to look at: the reparse queued what the crawl fetches
-    assert (json.loads(r.stdout)["state"], r.returncode) == ("unfinished", 3), r.stdout
+    assert json.loads(r.stdout)["state"] == "unfinished", r.stdout
 
     # the step it named is the one that finishes the job
     r = crawl_cli(*shlex.split(f"crawl {located}"), timeout=180)
@@ -120,11 +121,12 @@ def test_a_hint_gets_the_flags_of_its_own_job_only() -> None:
         "`framework crawl other` is another job; `framework export demo -o FILE`; "
         "`framework status demo --workspace /elsewhere` is located already"
     )
+    # a command that reads the spec takes its path; one that reads a workspace, a name
     assert said == (
-        "see `framework status projects/demo/job.yaml --workspace '/data/the ws'`; "
+        "see `framework status demo --workspace '/data/the ws'`; "
         "`framework crawl projects/demo/job.yaml --fresh --workspace '/data/the ws'` starts "
         "over; `framework crawl other` is another job; "
-        "`framework export projects/demo/job.yaml -o FILE --workspace '/data/the ws'`; "
+        "`framework export demo -o FILE --workspace '/data/the ws'`; "
         "`framework status demo --workspace /elsewhere` is located already"
     )
     # a job named as it is, in its default workspace: nothing to add
