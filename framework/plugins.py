@@ -8,7 +8,9 @@ package's ``pyproject.toml``::
     playwright = "framework_playwright.renderer:PlaywrightRenderer"
 
 and the object (or class, instantiated without arguments) named there follows
-:class:`Renderer`. Commands of plugins are found by :mod:`framework.cli` (group
+:class:`Renderer`. Also owns the hooks of plugins with workspace state
+(``framework.workspace_copy``) and the ``/metrics`` server of ``--metrics-port``
+(``framework.metrics``). Commands of plugins are found by :mod:`framework.cli` (group
 ``framework.commands``); this module must not import any plugin by name.
 """
 
@@ -17,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from functools import cache
 from importlib.metadata import entry_points
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from framework.errors import UsageError
@@ -25,13 +28,19 @@ if TYPE_CHECKING:
     from framework.spec.render import RenderOptions
 
 __all__ = [
+    "METRICS_GROUP",
+    "METRICS_HOST",
     "RENDERERS_GROUP",
     "WORKSPACE_COPY_GROUP",
+    "MetricsHandle",
     "Renderer",
     "RequestMeta",
+    "ServeMetrics",
     "WorkspaceCopyHook",
     "load_renderer",
+    "metrics_server",
     "renderer_unavailable",
+    "serve_metrics",
     "workspace_copy_hooks",
 ]
 
@@ -129,3 +138,57 @@ def workspace_copy_hooks() -> list[WorkspaceCopyHook]:
         obj = ep.load()
         found.append(obj() if isinstance(obj, type) else obj)
     return found
+
+
+#: ``--metrics-port``: a plugin serves one job's ``/metrics`` beside a running crawl or
+#: ship (the dashboard plugin registers ``serve``). The core only starts and stops it.
+METRICS_GROUP = "framework.metrics"
+METRICS_INSTALL = "pip install -e plugins/dashboard"
+METRICS_HOST = "127.0.0.1"  # loopback: the figures name hosts, errors and jobs
+
+
+class MetricsHandle(Protocol):
+    """A running ``/metrics`` server: where it listens, and how to stop it."""
+
+    host: str
+    port: int  # the port bound: the one asked for, or the system's choice for 0
+
+    def stop(self) -> None:
+        """Stop serving and close the socket; returns once no scrape is answered."""
+        ...
+
+
+class ServeMetrics(Protocol):
+    def __call__(
+        self, job_name: str, workspace_location: Path | str, host: str, port: int, /
+    ) -> MetricsHandle:
+        """Serve ``/metrics`` of the one job whose workspace is at ``workspace_location``
+        (a folder or a database URL) on ``host:port``, in threads of this process;
+        OSError when the port cannot be bound."""
+        ...
+
+
+def metrics_server() -> ServeMetrics:
+    """The installed plugin's :class:`ServeMetrics`, or :class:`UsageError` saying what
+    to install. Loaded only when asked: a run without ``--metrics-port`` never calls it."""
+    for ep in sorted(entry_points(group=METRICS_GROUP), key=lambda e: e.name):
+        found: ServeMetrics = ep.load()
+        return found
+    raise UsageError(
+        "--metrics-port needs the dashboard plugin (it serves /metrics), which is not "
+        f"installed; install it: {METRICS_INSTALL}"
+    )
+
+
+def serve_metrics(
+    job_name: str, workspace_location: Path | str, host: str, port: int
+) -> MetricsHandle:
+    """Start serving one job's ``/metrics``; UsageError when no plugin serves it or the
+    port cannot be bound (one line, exit 2)."""
+    serve = metrics_server()
+    try:
+        return serve(job_name, workspace_location, host, port)
+    except OSError as exc:
+        raise UsageError(
+            f"--metrics-port: cannot listen on {host}:{port}: {exc.strerror or exc}"
+        ) from exc

@@ -58,6 +58,14 @@ def _setting(values: tuple[str, ...]) -> dict[str, str]:
     metavar="N|auto",
     help="crawl with N processes sharing the workspace (auto: one per core)",
 )
+@click.option(
+    "--metrics-port",
+    type=click.IntRange(0, 65535),
+    default=None,
+    metavar="PORT",
+    help="serve the job's /metrics (Prometheus) on 127.0.0.1:PORT while it crawls "
+    "(0: any free port, logged); needs the dashboard plugin",
+)
 @click.option("-q", "--quiet", is_flag=True, help="warnings and errors only, no progress line")
 @click.option("-v", "--verbose", is_flag=True, help="Scrapy's whole log, with its stats at the end")
 @click.option(
@@ -78,6 +86,7 @@ def crawl(
     output: tuple[str, ...],
     overwrite: tuple[str, ...],
     processes: str,
+    metrics_port: int | None,
     quiet: bool,
     verbose: bool,
     loglevel: str | None,
@@ -115,6 +124,8 @@ def crawl(
         overrides["FRAMEWORK_STOP_ON_429"] = True
     if halt_on_drift:
         overrides["FRAMEWORK_HALT_ON_DRIFT"] = True
+    if metrics_port is not None:
+        overrides["FRAMEWORK_METRICS_PORT"] = metrics_port  # framework/crawl/metrics.py
     if quiet and verbose:
         raise UsageError("use either -q (quiet) or -v (verbose), not both")
     # progress line, Scrapy's start-up boilerplate hidden unless -v (before the process)
@@ -129,6 +140,12 @@ def crawl(
         )
     locator = _locator(job, spec_path, workspace or settings_given.get("JOBDIR"))
     if n > 1:
+        if "FRAMEWORK_METRICS_PORT" in overrides:
+            # each worker would serve the same workspace's figures on the same port
+            raise UsageError(
+                "--metrics-port serves one crawl process; with --processes, run "
+                "`framework dashboard` beside the crawl and scrape its /metrics"
+            )
         if feeds:
             raise UsageError(
                 "-o/-O write one feed per process: with --processes, export the items "
