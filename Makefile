@@ -25,6 +25,7 @@ demo: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check framework plugins tests bench
 	$(BIN)/ruff format --check framework plugins tests bench
+	$(BIN)/lint-imports  # the layers and the plugins' public door ([tool.importlinter])
 
 typecheck: $(STAMP)
 	$(BIN)/mypy

@@ -6,9 +6,8 @@ Each page is rendered from the code it documents, so it cannot drift from it:
   itself generated from the models): every key, its type, default and allowed values;
 * ``cli.md`` from click's own help of every command the ``framework`` root finds
   (core commands and installed plugins' ones);
-* ``settings.md`` from :data:`framework.settings.FRAMEWORK_SETTINGS`, the spec's
-  allow-list (:func:`framework.spec.validate.spec_settings`) and the ceilings
-  (:mod:`framework.spec.checks.settings`).
+* ``settings.md`` from the one settings table, :data:`framework.settings.SETTINGS`
+  (defaults, types, floors, ceilings, whether a spec may set each).
 
 What the code cannot say, the one-line meaning of a key or a setting, is written in
 :mod:`framework.docs_meanings`; the why and the examples stay in the
@@ -393,14 +392,13 @@ def render_settings(
     from scrapy.settings import default_settings as scrapy_defaults
 
     from framework import __version__
-    from framework.settings import FRAMEWORK_SETTINGS, default_settings
-    from framework.spec.checks.settings import CEILINGS, UNCAPPED
-    from framework.spec.validate import SPEC_SETTINGS, spec_settings
+    from framework.settings import SCRAPYS, SETTINGS, default_settings
 
-    own = FRAMEWORK_SETTINGS if framework_settings is None else framework_settings
+    # the table's own rows, and any that ``framework_settings`` adds (a test's new one)
+    own = {s.name: s.default for s in SETTINGS.values() if s.own} | (framework_settings or {})
     meanings = SETTING_MEANINGS if meanings is None else meanings
-    allowed = spec_settings()
-    documented = {*own, *SPEC_SETTINGS}
+    scrapys = [s for s in SETTINGS.values() if s.spec and not s.own]
+    documented = {*own, *(s.name for s in scrapys)}
     problems = [f"setting {n}: no meaning in SETTING_MEANINGS" for n in documented - set(meanings)]
     problems += [
         f"setting {n}: documented, but the code has no such setting"
@@ -410,20 +408,23 @@ def render_settings(
         raise Undocumented(sorted(problems))
 
     def most(name: str) -> str:
-        if name not in allowed:
+        row = SETTINGS.get(name)
+        if row is None or not row.spec:
             return "not in a spec (a run's option)"
-        if name in CEILINGS:
-            return CEILINGS[name].said()
-        if name in UNCAPPED:
-            return f"no ceiling: {UNCAPPED[name]}"
+        if row.ceiling is not None:
+            return row.ceiling.said()
+        if row.uncapped:
+            return f"no ceiling: {row.uncapped}"
         return ""
 
     def value(name: str) -> str:
-        kind, low = allowed.get(name, ("bool", None) if isinstance(own[name], bool) else ("", None))
-        return _value_of(kind, low)
+        row = SETTINGS.get(name)
+        if row is None:
+            return _value_of("bool", None) if isinstance(own[name], bool) else ""
+        return _value_of(row.kind, row.low)
 
     lines = [
-        _HEADER.format(source="framework/settings.py and the spec's settings checks").rstrip("\n"),
+        _HEADER.format(source="framework/settings.py (SETTINGS)").rstrip("\n"),
         "",
         "# Settings",
         "",
@@ -453,19 +454,20 @@ def render_settings(
         "| setting | default | value | most a spec may set | meaning |",
         "| --- | --- | --- | --- | --- |",
     ]
-    for name, (kind, low) in SPEC_SETTINGS.items():
+    for row in scrapys:
+        name = row.name
         default = job_defaults.get(name)
         if isinstance(default, str):
             default = default.replace(__version__, "{version}")
         if name in job_defaults:
             said = _said(default)
-        elif hasattr(scrapy_defaults, name):
-            said = f"{_said(getattr(scrapy_defaults, name))} (Scrapy's)"
+        elif row.default is not SCRAPYS:  # set only when a job renders
+            said = f"{_said(row.default)} (the renderer's)"
         else:
-            said = "the renderer's"
-        cells = [_code(name), said, _value_of(kind, low), most(name), meanings[name]]
+            said = f"{_said(getattr(scrapy_defaults, name))} (Scrapy's)"
+        cells = [_code(name), said, _value_of(row.kind, row.low), most(name), meanings[name]]
         lines.append("| " + " | ".join(cells) + " |")
-    changed = sorted(set(job_defaults) - set(own) - set(SPEC_SETTINGS))
+    changed = sorted(set(job_defaults) - set(own) - {s.name for s in scrapys})
     lines += [
         "",
         "## Set by the framework, never by a spec",

@@ -332,6 +332,20 @@ SETTING_MEANINGS: dict[str, str] = {
     "FRAMEWORK_MAX_MATCHES": "matches one selector or JSON path may make on a page",
     "FRAMEWORK_MAX_MATCH_CHARS": "characters one selector may return",
     "FRAMEWORK_MAX_ITEM_BYTES": "the size of one record as stored JSON",
+    "FRAMEWORK_STOP_GRACE": "seconds requests in flight get at a stop (SIGINT, SIGTERM) "
+    "before they are abandoned; `framework ship --stop-grace` defaults to it too",
+    "FRAMEWORK_PROGRESS_INTERVAL": "seconds between two progress shows; unset: 0.5 on a "
+    "terminal, 30 in a log (`$FRAMEWORK_PROGRESS_INTERVAL`)",
+    "FRAMEWORK_PROGRESS_RESYNC": "seconds between two reads of the progress counts from "
+    "the workspace",
+    "FRAMEWORK_PARSE_ONLY": "the spider reads pages and hands back what they give, "
+    "never opening the workspace (`scrapy parse` sets it)",
+    "FRAMEWORK_WORKER": "this process is one worker of `--processes`: it claims rows by "
+    "lease (the parent sets it)",
+    "FRAMEWORK_RENDER_REUSE": "rendered jobs: reuse browser pages (false: a fresh page per "
+    "request)",
+    "FRAMEWORK_RENDER_PAGE_USES": "rendered jobs: requests one browser page serves before a "
+    "fresh one replaces it",
     "DOWNLOAD_DELAY": "seconds between requests to one site",
     "RANDOMIZE_DOWNLOAD_DELAY": "vary the delay between 0.5 and 1.5 times itself",
     "AUTOTHROTTLE_ENABLED": "adapt the delay to the site's latency",

@@ -5,6 +5,8 @@ and knows its exit code; only the CLI turns errors into exit codes, library code
 never calls ``sys.exit``::
 
     FrameworkError                    exit 1  unexpected but anticipated failure
+    +-- PageLevelError                exit 1  one page cannot be read (or rendered) as the
+    |                                         spec says: its row's typed error, the run goes on
     +-- UsageError                    exit 2  bad call or configuration (a human fixes it)
     |   +-- SpecError                 exit 2  invalid spec: ``file:line:col: what; expected what``
     |   +-- JobNotFound               exit 2  no ``projects/<job>/job.yaml`` of that name
@@ -35,6 +37,14 @@ class FrameworkError(Exception):
     """Base of every error the framework raises on purpose."""
 
     exit_code: int = EXIT_FAILURE
+
+
+class PageLevelError(FrameworkError):
+    """What went wrong with one page: the spec cannot read it (not JSON, a conversion
+    that fails, a form or a login that is not there, an extraction limit) or the
+    browser could not render it. The crawl makes it the row's typed error and goes on;
+    it reaches the CLI (exit 1) only when a tool reads a single page (a preview).
+    Subclasses that were a ``ValueError`` stay one."""
 
 
 class UsageError(FrameworkError):

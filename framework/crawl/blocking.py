@@ -44,7 +44,7 @@ from twisted.internet.defer import Deferred
 
 from framework.crawl.politeness import WAIT_SLICE, Abandoned, _engine_closing
 from framework.extract.patterns import LimitExceeded, SafeRegex, search_bounded
-from framework.workspace import redact_url
+from framework.redact import redact_url
 
 if TYPE_CHECKING:
     from typing import Self

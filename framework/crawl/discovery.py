@@ -41,7 +41,9 @@ from scrapy.utils.gz import gunzip, gzip_magic_number
 from scrapy.utils.sitemap import Sitemap, sitemap_urls_from_robots
 
 from framework.crawl.safety import shown
+from framework.errors import PageLevelError
 from framework.extract.patterns import SafeRegex, budget
+from framework.settings import default
 
 if TYPE_CHECKING:
     from scrapy.http import Response
@@ -50,11 +52,11 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-# Scrapy's default; the crawl sets the job's DOWNLOAD_MAXSIZE (runtime.from_crawler).
-DEFAULT_MAX_BYTES = 32 * 1024 * 1024
+# the framework's DOWNLOAD_MAXSIZE; the crawl sets the job's (runtime.from_crawler)
+DEFAULT_MAX_BYTES: int = default("DOWNLOAD_MAXSIZE")
 
 
-class SitemapError(Exception):
+class SitemapError(PageLevelError):
     """The body is not a sitemap, an index or a robots.txt that can be read, or it is
     larger than allowed once decompressed; the message says which."""
 

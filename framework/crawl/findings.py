@@ -40,7 +40,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from framework.workspace import redact_url
+from framework.redact import redact_url
 
 EXAMPLES_MAX = 3  # URLs kept per finding
 FOUND_NOTHING_EVENT = "found_nothing"

@@ -43,6 +43,7 @@ from lxml import etree
 from parsel import Selector
 from w3lib.html import strip_html5_whitespace
 
+from framework.errors import PageLevelError
 from framework.extract.fields import compile_css, compile_xpath
 from framework.extract.patterns import budget
 from framework.spec.models import FormField, FormSpec
@@ -59,7 +60,7 @@ _NO_INPUT_TYPES = frozenset({"submit", "image", "reset"})
 _CHECKABLE = frozenset({"checkbox", "radio"})
 
 
-class FormError(Exception):
+class FormError(PageLevelError):
     """The page does not have the form the spec names, or submitting it as the spec says
     is impossible (no such select, no such submit element, too many requests)."""
 

@@ -17,6 +17,7 @@ from framework.crawl.process import log_level, preflight
 from framework.crawl.spider import JobSpider, spider_class
 from framework.errors import FrameworkError
 from framework.project import find_root, job_files, packaged_root
+from framework.settings import default
 from framework.spec import load_spec
 from framework.workspace.locate import is_database_url
 from framework.workspace.workspace import held_by, lock_held
@@ -49,8 +50,10 @@ class JobSpiderLoader:
         except FrameworkError as exc:
             _die(exc)
         loader.jobdir = settings.get("JOBDIR") or None
-        loader.fresh = settings.getbool("FRAMEWORK_FRESH", False)
-        loader.parse_only = settings.getbool("FRAMEWORK_PARSE_ONLY", False)
+        loader.fresh = settings.getbool("FRAMEWORK_FRESH", default("FRAMEWORK_FRESH"))
+        loader.parse_only = settings.getbool(
+            "FRAMEWORK_PARSE_ONLY", default("FRAMEWORK_PARSE_ONLY")
+        )
         return loader
 
     def load(self, spider_name: str) -> type[JobSpider]:

@@ -29,7 +29,8 @@ from typing import TYPE_CHECKING, Any
 from scrapy import signals
 from scrapy.exceptions import NotConfigured
 
-from framework.progress import LiveLine, duration, terminal
+from framework.progress import LINES_INTERVAL, LIVE_INTERVAL, LiveLine, duration, terminal
+from framework.settings import default
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -171,10 +172,10 @@ class Progress:
         mode = str(s.get("FRAMEWORK_PROGRESS") or "").lower()
         if mode not in ("live", "lines"):
             raise NotConfigured  # without a message: Scrapy would warn that it is off
-        interval = s.getfloat("FRAMEWORK_PROGRESS_INTERVAL", 0.0) or (
-            0.5 if mode == "live" else 30.0
-        )
-        resync = s.getfloat("FRAMEWORK_PROGRESS_RESYNC", 10.0)
+        # unset (the table's default: None) or 0: the mode's own (framework.progress)
+        raw = s.get("FRAMEWORK_PROGRESS_INTERVAL", default("FRAMEWORK_PROGRESS_INTERVAL"))
+        interval = float(raw or 0) or (LIVE_INTERVAL if mode == "live" else LINES_INTERVAL)
+        resync = s.getfloat("FRAMEWORK_PROGRESS_RESYNC", default("FRAMEWORK_PROGRESS_RESYNC"))
         progress = cls(crawler, mode, interval, resync)
         crawler.signals.connect(progress.opened, signal=signals.spider_opened)
         # before the spider's own spider_closed handler closes the workspace

@@ -27,10 +27,8 @@ from __future__ import annotations
 
 import logging
 import random
-import re
 import time
 from collections.abc import Callable
-from email.utils import parsedate_to_datetime
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -38,7 +36,9 @@ from scrapy.exceptions import IgnoreRequest
 from scrapy.http.request import NO_CALLBACK
 from scrapy.utils.asyncio import sleep
 
-from framework.workspace import redact_url
+from framework.http_dates import parse_retry_after
+from framework.redact import redact_url
+from framework.settings import default
 
 if TYPE_CHECKING:
     from typing import Self
@@ -53,8 +53,7 @@ RATE_LIMIT_STATUSES = frozenset({429, 503})
 # 30 MB of wildcard rules spent minutes of CPU and gigabytes on them
 ROBOTS_MAX_BYTES = 500 * 1024
 WAIT_SLICE = 0.25  # seconds
-RETRY_AFTER_MAX = 86400.0  # seconds: the longest Retry-After believed (FRAMEWORK_RETRY_AFTER_MAX)
-_DELTA_SECONDS = re.compile(r"[0-9]+")  # ASCII only: str.isdigit() also takes "²"
+RETRY_AFTER_MAX = default("FRAMEWORK_RETRY_AFTER_MAX")  # seconds: the longest believed
 
 
 def _engine_closing(crawler: Crawler) -> bool:
@@ -62,30 +61,6 @@ def _engine_closing(crawler: Crawler) -> bool:
     # slot's `closing` is set the moment close_spider starts (SIGINT, a stop, the end).
     slot = getattr(crawler.engine, "_slot", None)
     return slot is not None and getattr(slot, "closing", None) is not None
-
-
-def parse_retry_after(value: str | bytes | None, now: float | None = None) -> float | None:
-    """Seconds to wait from a Retry-After value, or None when absent or unreadable.
-
-    Never raises on what a server sends. Any run of digits is read, however long
-    (``99999999999999999999`` is 1e20 s, a longer one infinity): the caller clamps.
-    """
-    if value is None:
-        return None
-    text = value.decode("latin-1") if isinstance(value, bytes) else value
-    text = text.strip()
-    if not text:
-        return None
-    if _DELTA_SECONDS.fullmatch(text):
-        return float(text)  # a digit string too long for a float reads as inf, not an error
-    try:
-        when = parsedate_to_datetime(text)
-        if when.tzinfo is None:  # RFC 9110 HTTP-dates are GMT
-            return None
-        at = when.timestamp()
-    except (TypeError, ValueError, IndexError, OverflowError):
-        return None
-    return max(0.0, at - (time.time() if now is None else now))
 
 
 def backoff_delay(failures: int, base: float, maximum: float, rng: random.Random) -> float:
@@ -125,13 +100,15 @@ class RetryAfterMiddleware:
     def from_crawler(cls, crawler: Crawler) -> Self:
         s = crawler.settings
         mw = cls(
-            cap=s.getfloat("FRAMEWORK_RETRY_AFTER_CAP", 120.0),
-            default=s.getfloat("FRAMEWORK_RETRY_AFTER_DEFAULT", 5.0),
+            cap=s.getfloat("FRAMEWORK_RETRY_AFTER_CAP", default("FRAMEWORK_RETRY_AFTER_CAP")),
+            default=s.getfloat(
+                "FRAMEWORK_RETRY_AFTER_DEFAULT", default("FRAMEWORK_RETRY_AFTER_DEFAULT")
+            ),
             is_closing=lambda: _engine_closing(crawler),
             maximum=s.getfloat("FRAMEWORK_RETRY_AFTER_MAX", RETRY_AFTER_MAX),
         )
         mw.shared = lambda: _shared_hosts(crawler)
-        mw.interval = s.getfloat("DOWNLOAD_DELAY", 0.0)
+        mw.interval = s.getfloat("DOWNLOAD_DELAY", default("DOWNLOAD_DELAY"))
         return mw
 
     async def process_request(self, request: Request) -> None:

@@ -23,6 +23,7 @@ from urllib.parse import urljoin, urlsplit
 
 from scrapy.http import TextResponse
 
+from framework.crawl.outcome import hold_reasons
 from framework.crawl.page import CompiledJob, PageError
 from framework.errors import FrameworkError, UsageError
 from framework.extract.fields import FAILED, FOUND, Extraction, FieldExtractor, Scope
@@ -255,12 +256,10 @@ def explain(
             for name, value in (carry or {}).items()
             if name not in own
         )
-        # the crawl's test (CrawlRuntime._page_outcome): a kept record with an id that
+        # the crawl's test (OutcomeBuilder.page_outcome): a kept record with an id that
         # breaks a rule (a field's, `required_any`, an absent `expected`) is held
         kept = record.valid and record.dedupe_key is not None
-        held = (
-            [{"rule": r, "field": f, "value": v} for f, r, v in record.violations] if kept else []
-        )
+        held = hold_reasons(record) if kept else []
         report.records.append(
             RecordTrace(
                 index=i,
@@ -443,7 +442,7 @@ def fetch(
     from scrapy.settings import Settings
 
     from framework import scrapy_settings
-    from framework.crawl.runtime import classify_failure
+    from framework.crawl.failures import classify_failure
     from framework.crawl.spider import spider_class
 
     _absolute(spec, url)

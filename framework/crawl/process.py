@@ -25,7 +25,8 @@ from scrapy.utils.conf import feed_process_params_from_cli
 from twisted.python.failure import Failure
 
 from framework import scrapy_settings
-from framework.crawl.runtime import nothing_extracted, workspace_target
+from framework.crawl.limits import workspace_target
+from framework.crawl.report import nothing_extracted
 from framework.crawl.spider import spider_class
 from framework.crawl.stopping import SignalStop
 from framework.crawl.verdict import (
@@ -45,6 +46,7 @@ from framework.errors import (
     WorkspaceBroken,
     WorkspaceError,
 )
+from framework.settings import default
 from framework.spec import load_spec
 from framework.workspace import RowStatus, Workspace
 from framework.workspace.holds import REVIEW
@@ -101,8 +103,12 @@ def run_crawl(
     crawler = process.create_crawler(spidercls)
     jobdir = workspace_target(crawler.settings.get("JOBDIR"))
     # its parent checked; a database has no folder to check (it is transactional)
-    if not crawler.settings.getbool("FRAMEWORK_WORKER", False) and isinstance(jobdir, Path):
-        preflight(jobdir, fresh=crawler.settings.getbool("FRAMEWORK_FRESH", False))
+    if not crawler.settings.getbool("FRAMEWORK_WORKER", default("FRAMEWORK_WORKER")) and isinstance(
+        jobdir, Path
+    ):
+        preflight(
+            jobdir, fresh=crawler.settings.getbool("FRAMEWORK_FRESH", default("FRAMEWORK_FRESH"))
+        )
     failures: list[BaseException] = []
 
     def keep(failure: Failure) -> None:

@@ -3,8 +3,8 @@
 The crawl keeps each page's body in the workspace (the ``responses`` table, see
 ``docs/workspace.md``). :func:`reparse` turns every stored body back into the Scrapy
 response the spider saw (same class, URL, status and content type, so the same
-encoding) and runs it through the crawl's own path, :meth:`CrawlRuntime.outcome_for`,
-then commits it with :meth:`CrawlRuntime.commit_reparses`. So items are updated in
+encoding) and reads it by the crawl's own path (framework/crawl/outcome.py), then
+commits it with the reparse's writer (framework/crawl/reparse_write.py). So items are updated in
 place (changed content gets a new content hash and ships again, unchanged content is
 not touched), follow links and sub-tab requests the new spec finds become pending rows
 for the next crawl, and a page the new spec cannot read becomes an error row, exactly
@@ -47,14 +47,11 @@ import multiprocessing
 import os
 import signal
 import time
-from collections import deque
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from concurrent.futures import Future, ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
 from contextlib import ExitStack
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from scrapy.http import Headers, Response, TextResponse
 from scrapy.responsetypes import responsetypes
@@ -62,53 +59,33 @@ from w3lib.encoding import http_content_type_encoding, read_bom
 
 from framework import progress
 from framework.crawl.cores import CoreSample, idle_cores
-from framework.crawl.fingerprint import kind_fingerprints, kind_sections
+from framework.crawl.fingerprint import kind_fingerprints
+from framework.crawl.limits import Limits
 from framework.crawl.narrow import Narrowing, StoredItemData, narrowed
 from framework.crawl.narrow import Plan as NarrowPlan
 from framework.crawl.narrow import plan as narrow_plan
+from framework.crawl.outcome import OutcomeBuilder
 from framework.crawl.page import CompiledJob, FieldsOf, PageResult
-from framework.crawl.runtime import CrawlRuntime, Limits, nothing_extracted
-from framework.errors import Checkpoint, StoredPageDamaged, UsageError, WorkspaceError
+from framework.crawl.reparse_run import CARRY_PENDING, READ_AGAIN, ReparseResult
+from framework.crawl.reparse_run import run as _run
+from framework.crawl.reparse_write import BATCH_PAGES, BATCH_S, Items, Page, Parsed, Writer
+from framework.crawl.runtime import CrawlRuntime
+from framework.errors import StoredPageDamaged, UsageError, WorkspaceError
 from framework.extract.patterns import Limits as ExtractLimits
 from framework.heap import FrozenHeap
 from framework.settings import default_settings
 from framework.spec import load_spec
 from framework.spec.models import JobSpec
 from framework.workspace import ErrorKind, RowStatus, Workspace
-from framework.workspace.fill import EXTRACTION_EVENTS, last_extraction
 from framework.workspace.integrity import ensure_whole
-from framework.workspace.jsonl import redact_url
-from framework.workspace.records import Outcome, Row, StoredResponse, canonical_json
+from framework.workspace.records import Outcome, Row, StoredResponse
 from framework.workspace.workspace import STATE_FILE
 
 logger = logging.getLogger(__name__)
 
-# Errors that a different spec may turn into a success; the others are about the
-# download (and such rows have no stored body anyway).
-READ_AGAIN = frozenset({ErrorKind.PARSE, ErrorKind.VALIDATION})
 
-BATCH_PAGES = 500  # outcomes per transaction ($FRAMEWORK_REPARSE_BATCH: tests)...
-BATCH_S = 1.0  # ...or fewer, when that many seconds passed since the group's first
 CHUNK_PAGES = 64  # pages per task handed to a worker (amortises the pipe)
-UNLINKED_EXAMPLES = 5  # URLs of rows no page links any more, in the run's event
 AUTO_MIN_PAGES = 1000  # `auto` below this many stored pages: no workers (not worth a fork)
-# the digest marking a kind whose rows may have carried values this run has not read yet
-CARRY_PENDING = "carry-pending"
-
-
-@dataclass(frozen=True)
-class ReparseResult:
-    job: str
-    workspace: Path
-    counts: dict[str, Any]
-    warnings: list[dict[str, Any]]
-    nothing_extracted: bool
-    processes: int = 1
-    unchanged_kinds: tuple[str, ...] = ()  # kinds whose pages were left unread
-    # kinds read field by field, and their fields whose spec changed
-    narrow: dict[str, tuple[str, ...]] = field(default_factory=dict)
-    # kinds whose spec changed read whole all the same (not by --all), and why
-    whole: dict[str, str] = field(default_factory=dict)
 
 
 def rebuild(stored: StoredResponse) -> Response:
@@ -269,21 +246,6 @@ def _unchanged(ws: Workspace, digests: dict[str, str]) -> frozenset[str]:
     return frozenset(k for k, d in digests.items() if before.get(k) == {d})
 
 
-def _carried(ws: Workspace, kinds: frozenset[str]) -> dict[str, Any]:
-    """The last run's fill counts and warnings of ``kinds`` (pages this run leaves
-    unread, which would give them again): ``framework status`` reads the last run's as
-    the job's, so a reparse of one kind does not blank the others'."""
-    if not kinds:
-        return {"fill": {}, "warnings": []}
-    # from the log's end: what was written since the last finished run, not the whole log
-    event = ws.events.last(EXTRACTION_EVENTS)
-    last = last_extraction(event or {})
-    return {
-        "fill": {k: v for k, v in last["fill"].items() if k in kinds},
-        "warnings": [w for w in last["warnings"] if w.get("kind") in kinds],
-    }
-
-
 def _compile(spec: JobSpec) -> tuple[CompiledJob, dict[str, Any]]:
     job = CompiledJob(spec)
     settings = default_settings(spec.name)
@@ -297,29 +259,10 @@ def _compile(spec: JobSpec) -> tuple[CompiledJob, dict[str, Any]]:
 
 
 # --------------------------------------------------------------------- parse
-Page = tuple[Row, StoredResponse]
-Items = dict[int, StoredItemData]  # the item linked to a row, for rows read field by field
-# What the parse of a page gives: the finished outcome when the page is an error or a
-# sub-tab's part, else the PageResult for the writer to turn into one.
-Parsed = Outcome | PageResult
-
-
-class _ParseOnly:
-    """Stands in for the runtime in :meth:`CrawlRuntime.outcome_for`, so a worker runs
-    the crawl's own parse and error handling; the step that needs the runtime (counts,
-    warnings, change limits against the store) is handed back undone."""
-
-    def __init__(self, job: CompiledJob) -> None:
-        self.job = job
-
-    _outcome = CrawlRuntime._outcome
-
-    def _page_outcome(self, row: Row, status: int, url: str, result: PageResult) -> PageResult:
-        return result
 
 
 def parse(job: CompiledJob, row: Row, stored: StoredResponse) -> Parsed:
-    """The crawl's parse of one stored page (see :class:`_ParseOnly`)."""
+    """The crawl's read of one stored page (framework/crawl/outcome.py)."""
     try:
         return _whole(job, row, rebuild(stored))
     except StoredPageDamaged as exc:
@@ -341,7 +284,7 @@ def damaged(row: Row, stored: StoredResponse, exc: StoredPageDamaged) -> Outcome
 
 
 def _whole(job: CompiledJob, row: Row, response: Response) -> Parsed:
-    return cast(Parsed, CrawlRuntime.outcome_for(cast(Any, _ParseOnly(job)), row, response))
+    return OutcomeBuilder(job).read(row, response)
 
 
 def parse_page(
@@ -374,9 +317,9 @@ def parse_page(
         result = narrowed(narrowing, item, read)
         if result is not None:
             if isinstance(response, TextResponse):
-                response._cached_selector = None  # as outcome_for does: no cycle kept
+                response._cached_selector = None  # as OutcomeBuilder.read does: no cycle kept
             return result, True
-    # the tree a failed narrow read built is reused; outcome_for frees it
+    # the tree a failed narrow read built is reused; OutcomeBuilder.read frees it
     return _whole(job, row, response), False
 
 
@@ -506,6 +449,24 @@ class _Parser:
             del out[row_id]
         return out
 
+    @staticmethod
+    def parsed_here(pending: Any) -> bool:
+        """Was ``pending`` parsed by the writing process (:meth:`here`)?"""
+        return isinstance(pending, _Done)
+
+    @staticmethod
+    def chunks(pages: Iterator[Page], tally: dict[str, int]) -> Iterator[list[Page]]:
+        """``pages`` counted and grouped ``CHUNK_PAGES`` at a time."""
+        chunk: list[Page] = []
+        for page in pages:
+            tally["pages"] += 1
+            chunk.append(page)
+            if len(chunk) >= CHUNK_PAGES:
+                yield chunk
+                chunk = []
+        if chunk:
+            yield chunk
+
     def close(self) -> None:
         global _WORKER_JOB, _WORKER_NARROW
         if self._pool is not None:
@@ -514,429 +475,16 @@ class _Parser:
         _WORKER_JOB, _WORKER_NARROW = None, {}
 
 
-# ---------------------------------------------------------------------- run
-Identity = tuple[str, str, str, str]  # a row's kind, method, URL and body: its fingerprint
+_Writer = Writer  # by its old name (tests patch it)
 
-
-def _identity(kind: str, method: str, url: str, body: str | None) -> Identity:
-    return (kind, method.upper(), url, body or "")
-
-
-class _Writer:
-    """Turns parsed pages into outcomes in row order and commits them in groups.
-
-    It also keeps, for the pages read in this run, the values each carries into the
-    rows it found (framework/workspace/carry.py). A row parsed with other carried values
-    than its parent now gives it was parsed with a stale context: its result is dropped
-    (``stale``), and the run reads it again once its parent's commit refreshed it. So is
-    a row whose parent was dropped: its parent's values are not final yet (a chain of
-    next pages that pass carried values on)."""
-
-    def __init__(self, runtime: CrawlRuntime) -> None:
-        self.runtime = runtime
-        self.batch = int(os.environ.get("FRAMEWORK_REPARSE_BATCH") or BATCH_PAGES)
-        self.group: list[tuple[Row, Outcome]] = []
-        self.started = 0.0
-        self.newly_failed = 0  # ok before, unreadable with this spec
-        self.damaged = 0  # stored pages that do not decompress: their rows' errors
-        self.carried: dict[int, dict[Identity, Any]] = {}  # parent row id -> found -> carry
-        self.stale: set[int] = set()  # rows dropped: to read again in the next pass
-        self.refreshed: set[int] = set()  # rows whose carried values a commit changed
-        self.refreshed_ever: set[int] = set()  # the same over the whole run
-        self.committed: set[int] = set()  # rows whose outcome this pass committed
-        # what the pages read ok in this run link now, and those pages (their links
-        # are known): the rows they found before and no longer link are reported. The
-        # identities' hashes: a million links in tens of MB, not hundreds; a collision
-        # would only leave one row unreported
-        self.linked: set[int] = set()
-        self.read_ok: set[int] = set()
-
-    def page(self, row: Row, stored: StoredResponse, parsed: Parsed) -> bool:
-        """Take a parsed page; False: dropped as stale (read again in the next pass)."""
-        runtime = self.runtime
-        if self._stale(row):
-            self.stale.add(row.id)
-            return False
-        if isinstance(parsed, Outcome):
-            outcome = parsed
-            runtime.tab_read(row, stored.final_url, outcome)
-        else:
-            kind = runtime.job.kinds[row.kind]
-            if kind.limits and self.group:
-                self.flush()  # its records are compared with the items stored before it
-            outcome = runtime._page_outcome(row, stored.status, stored.final_url, parsed)
-        if outcome.ok and outcome.new_rows:
-            # as the store will compare them: masked like the commit (runtime.secrets)
-            found: dict[Identity, Any] = {}
-            for new in runtime.secrets.mask_outcome(outcome).new_rows:
-                ident = _identity(new.kind, new.method, new.url, new.body)
-                found.setdefault(ident, new.context.get("carry") or {})
-            self.carried[row.id] = found
-            self.linked.update(map(hash, found))
-        if not self.group:
-            self.started = time.monotonic()
-        self.group.append((row, outcome))
-        if len(self.group) >= self.batch or time.monotonic() - self.started >= BATCH_S:
-            self.flush()
-        return True
-
-    def _stale(self, row: Row) -> bool:
-        """Was ``row`` parsed with carried values its parent, read in this run, no
-        longer gives it, or was its parent dropped? (The parent is read first: its id is
-        lower.)"""
-        if row.parent_id in self.stale:
-            return True
-        found = self.carried.get(row.parent_id) if row.parent_id is not None else None
-        if not found:
-            return False
-        now = found.pop(_identity(row.kind, row.method, row.url, row.body), None)
-        # compared as the store compares them: their canonical JSON (carry.py)
-        return now is not None and canonical_json(now) != canonical_json(
-            row.context.get("carry") or {}
-        )
-
-    def flush(self) -> None:
-        if not self.group:
-            return
-        group, self.group = self.group, []
-        results = self.runtime.commit_reparses(group)
-        for (row, outcome), res in zip(group, results, strict=True):
-            self.committed.add(row.id)
-            if outcome.ok:
-                self.read_ok.add(row.id)
-            self.refreshed.update(res.refreshed)
-            self.refreshed_ever.update(res.refreshed)
-            if outcome.error_kind is ErrorKind.DAMAGED:
-                self.damaged += 1  # the workspace's fault, not the spec's
-            elif not outcome.ok and row.status is RowStatus.OK:
-                self.newly_failed += 1
-
-    def unlinked(self, ws: Workspace) -> dict[str, Any]:
-        """The rows that the page which found them, read ok in this run, no longer links,
-        nor does any other page read in this run: a fix of a ``follow``, ``next`` or
-        sub-tab rule that no longer reaches them. They stay as they are (their items
-        too: nothing is deleted); pending ones would still be fetched by the next crawl.
-        Pages of kinds left unread may link them still: their rows are not judged."""
-        by_status: dict[str, int] = {}
-        examples: list[str] = []
-        for link in ws.store.iter_links(self.read_ok) if self.read_ok else ():
-            if hash(_identity(link.kind, link.method, link.url, link.body)) in self.linked:
-                continue
-            by_status[link.status.value] = by_status.get(link.status.value, 0) + 1
-            if len(examples) < UNLINKED_EXAMPLES:
-                examples.append(link.url)
-        return {"rows": sum(by_status.values()), "by_status": by_status, "examples": examples}
-
-    def next_pass(self) -> list[int]:
-        """The rows to read again, after a pass is committed: those dropped as stale and
-        those a commit refreshed that this pass did not read after it (rows of kinds left
-        unread, rows read before their parent's commit). Starts the next pass."""
-        # the lowest row a pass reads has its parent's final values: it is committed
-        assert self.committed or not self.stale, "a reparse pass dropped every row it read"
-        again = sorted((self.stale | self.refreshed) - self.committed)
-        self.stale, self.refreshed, self.committed = set(), set(), set()
-        return again
-
-
-def _run(
-    runtime: CrawlRuntime,
-    ws: Workspace,
-    spec_hash: str,
-    parser: _Parser,
-    progress_mode: str | None,
-    every: float,
-    digests: dict[str, str],
-    unchanged: frozenset[str] = frozenset(),
-    read_whole: Mapping[str, str] | None = None,
-) -> ReparseResult:
-    spec = runtime.spec
-    why_whole = dict(read_whole or {})
-    stored, size = ws.store.responses_size()
-    previous = ws.spec_hash()
-    runtime.event(
-        "reparse_started",
-        spec_hash=spec_hash,
-        previous=previous,
-        stored=stored,
-        processes=parser.n,
-        unchanged_kinds=sorted(unchanged),
-        # kinds read field by field: the fields whose spec changed
-        **(
-            {"narrow": {k: list(n.changed) for k, n in parser.narrow.items()}}
-            if parser.narrow
-            else {}
-        ),
-        # kinds whose spec changed that are read whole all the same, and why
-        **({"whole": why_whole} if why_whole else {}),
-    )
-    logger.info(
-        "reparse %s: %d stored pages (%.1f MB), %d process%s",
-        spec.name,
-        stored,
-        size / 2**20,
-        parser.n,
-        "es" if parser.n > 1 else "",
-    )
-    carried = _carried(ws, unchanged)  # before this run's events: the last run's
-    ws.record_spec(spec_hash)
-    # before any commit: a kill leaves both digests, read again
-    ws.mark_read_with(digests, kind_sections(runtime.job))
-    if unchanged:
-        # A page read below may give rows of these kinds new carried values (carry.py),
-        # which they are read again with later in this run: a kill in between must leave
-        # those kinds to the next reparse, which would otherwise find the values already
-        # refreshed and skip the rows. The end of the run forgets the mark.
-        ws.mark_read_with({kind: CARRY_PENDING for kind in unchanged})
-    started = time.monotonic()
-    tally = {"pages": 0, "skipped": 0, "unknown": 0, "unchanged": 0, "narrow": 0}
-    writer = _Writer(runtime)
-    meter = progress.Meter(
-        f"reparse {spec.name}",
-        stored,
-        "pages",
-        progress_mode,
-        every=every,
-        detail=lambda: _progress_detail(runtime),
-    )
-    # chunks in flight, oldest first: [pages, their items, the parse, advance]
-    in_flight: deque[list[Any]] = deque()
-    workers_cpu = [0.0]
-    chunks = {"writer": 0, "workers": 0}  # where the chunks were parsed
-    cpu = time.process_time()
-
-    def finish_one() -> None:
-        pages, _, pending, advance = in_flight.popleft()
-        try:
-            results, narrowed, cpu = pending.result()
-        except BrokenProcessPool:
-            raise Checkpoint(
-                "a parse worker ended unexpectedly (killed? out of memory?): the pages "
-                "committed so far stay; run `framework reparse` again (--processes 1 "
-                "parses in one process)"
-            ) from None
-        workers_cpu[0] += cpu
-        chunks["writer" if isinstance(pending, _Done) else "workers"] += 1
-        for (row, body), parsed, narrow in zip(pages, results, narrowed, strict=True):
-            if writer.page(row, body, parsed) and narrow:
-                tally["narrow"] += 1
-            advance()
-
-    def take_back(reserve: int) -> bool:
-        """Parse here the newest chunk no worker has started, if more than ``reserve``
-        wait to be started (those keep the workers fed); whether one was."""
-        waiting = [e for e in in_flight if parser.waiting(e[2])]
-        if len(waiting) <= reserve or not parser.take_back(waiting[-1][2]):
-            return False
-        waiting[-1][2] = parser.here(waiting[-1][0], waiting[-1][1])
-        return True
-
-    def settle(most: int, reserve: int) -> None:
-        """Take results until at most ``most`` chunks are in flight; rather than wait
-        for a worker's, parse a chunk here."""
-        while len(in_flight) > most:
-            if parser.idle(in_flight[0][2]) and take_back(reserve):
-                continue
-            finish_one()
-
-    def run_pass(chunks: Iterator[list[Page]], advance: Callable[[], None]) -> None:
-        for chunk in chunks:
-            items = parser.items(ws, chunk)
-            in_flight.append([chunk, items, parser.submit(chunk, items), advance])
-            settle(parser.in_flight_max, reserve=1)
-        settle(0, reserve=0)  # the last ones: whoever is free parses them
-        writer.flush()
-        tally["pages"] -= len(writer.stale)  # parsed, dropped: read again below
-
-    read_late: set[str] = set()  # unchanged kinds read because values carried into them changed
-    with meter:
-        run_pass(_chunks(ws, runtime, tally, meter.advance, unchanged), meter.advance)
-        # Rows whose carried values a page read above changed (framework/workspace/
-        # carry.py): read again with them, pass after pass (a page read again may change
-        # its own rows' values), as a fresh crawl would give them. An unchanged kind with
-        # such rows is read whole, so that its fill counts are this run's. Each pass
-        # commits at least its lowest row (whose parent is final), so the passes end.
-        rows_of: dict[str, list[int]] = {}  # an unchanged kind's row ids, read once
-        while again := writer.next_pass():
-            ids, whole = set(again), set()
-            for kind in sorted(unchanged - read_late):
-                if kind not in rows_of:
-                    rows_of[kind] = [r.id for r in ws.store.iter_rows(kind=kind)]
-                if ids.intersection(rows_of[kind]):
-                    read_late.add(kind)
-                    tally["unchanged"] -= ws.store.responses_of([kind])  # counted anew
-                    whole.update(rows_of.pop(kind))
-            run_pass(_again(ws, runtime, sorted(ids | whole), tally, whole), lambda: None)
-    ws.settle_read_with(digests)  # every stored page of every kind now read with these
-    unlinked = writer.unlinked(ws)
-    pages, skipped, unknown = tally["pages"], tally["skipped"], tally["unknown"]
-    items = ws.store.item_counts()
-    emitting = [n for n, k in runtime.job.kinds.items() if k.spec.emits]
-    runtime.findings.finish(emitting)
-    # rows still to fetch (links this reparse found, or left from before) may hold the
-    # items: an empty workspace is no verdict yet, the next step is the crawl
-    pending = sum(n.get(RowStatus.PENDING, 0) for n in ws.store.row_counts().values())
-    empty = nothing_extracted(items, spec.expect_empty) and not pending
-    c = runtime.counters
-    counts: dict[str, Any] = {
-        "pages": pages,
-        "ok": c.ok,
-        "errors": c.errors,
-        "errors_by_kind": c.by_error,
-        "newly_failed": writer.newly_failed,
-        "damaged": writer.damaged,
-        "skipped": skipped,
-        "unchanged_kind": tally["unchanged"],
-        # pages read field by field (framework/crawl/narrow.py); the others whole
-        "narrow": tally["narrow"],
-        # rows given new carried values by a page read again (list fields carried into
-        # detail records): those with a stored page were read again with them
-        "carry_refreshed": len(writer.refreshed_ever),
-        # rows the pages read no longer link (a narrowed follow rule): kept, reported
-        "rows_unlinked": unlinked["rows"],
-        "unknown_kind": unknown,
-        "rows_new": c.rows_new,
-        "rows_pending": pending,  # in the workspace at the end: what `crawl` fetches next
-        "items_new": c.items_new,
-        "items_changed": c.items_changed,
-        "items_unchanged": c.items_unchanged,
-        "items_completed": c.items_completed,
-        "records_invalid": c.records_invalid,
-        # records this run held back (framework/workspace/holds.py), as a crawl counts
-        "items_invalid": c.items_invalid,
-        "items_review": c.items_review,
-        "fallbacks": c.fallbacks,
-    }
-    warnings = runtime.findings.warnings()
-    fill = runtime.findings.fill()
-    # kinds read after all (values carried into them changed) have this run's figures
-    carried = {
-        "fill": {k: v for k, v in carried["fill"].items() if k not in read_late},
-        "warnings": [w for w in carried["warnings"] if w.get("kind") not in read_late],
-    }
-    for kind, entry in carried["fill"].items():
-        fill.setdefault(kind, entry)
-    runtime.event(
-        "reparse_finished",
-        duration_s=round(time.monotonic() - started, 3),
-        processes=parser.n,
-        # CPU seconds of this process (reading, judging, committing) and of the parse
-        # workers: what a busy machine's wall time does not show
-        cpu_s={
-            "writer": round(time.process_time() - cpu, 3),
-            "workers": round(workers_cpu[0], 3),
-        },
-        chunks=chunks,  # of CHUNK_PAGES pages: how many each side parsed
-        counts=counts,
-        items=items,
-        warnings=warnings + carried["warnings"],
-        fill=fill,
-        **({"carried": sorted(carried["fill"])} if carried["fill"] else {}),
-        **({"unlinked": unlinked} if unlinked["rows"] else {}),
-        **({"nothing_extracted": True} if empty else {}),
-    )
-    if unknown:
-        logger.warning(
-            "%d stored pages are of kinds the spec no longer has: left as they were", unknown
-        )
-    if unlinked["rows"]:
-        logger.warning(
-            "%d rows found by pages read again are no longer linked by them (%s; e.g. %s):"
-            " they and their items stay; pending ones are still fetched by the next crawl",
-            unlinked["rows"],
-            ", ".join(f"{n} {s}" for s, n in sorted(unlinked["by_status"].items())),
-            redact_url(unlinked["examples"][0]),
-        )
-    return ReparseResult(
-        spec.name,
-        ws.path,
-        counts,
-        warnings,
-        empty,
-        parser.n,
-        tuple(sorted(unchanged)),
-        {k: n.changed for k, n in parser.narrow.items()},
-        why_whole,
-    )
-
-
-def _chunks(
-    ws: Workspace,
-    runtime: CrawlRuntime,
-    tally: dict[str, int],
-    passed: Callable[[int], None],
-    unchanged: frozenset[str] = frozenset(),
-) -> Iterator[list[Page]]:
-    """The stored pages to read again, in row order, ``CHUNK_PAGES`` at a time; the
-    others are counted (and ``passed``) here; those of ``unchanged`` kinds (read with
-    this very spec: they would give the same) without reading them. A page such a kind
-    failed stays failed too: the fill counts and warnings the last run gave the kind are
-    kept whole (:func:`_carried`), and `--all` reads it."""
-    job = runtime.job
-    tally["unchanged"] = ws.store.responses_of(unchanged)
-    passed(tally["unchanged"])
-
-    def read() -> Iterator[Page]:
-        for row, body in ws.store.iter_responses(skip_kinds=unchanged):
-            if not _read_again(row):
-                tally["skipped"] += 1
-                passed(1)
-            elif row.kind not in job.kinds and row.kind not in job.subtabs:
-                tally["unknown"] += 1  # a kind the spec no longer has: nothing reads it
-                passed(1)
-            else:
-                yield row, body
-
-    return _in_chunks(read(), tally)
-
-
-def _again(
-    ws: Workspace,
-    runtime: CrawlRuntime,
-    ids: list[int],
-    tally: dict[str, int],
-    whole: set[int],
-) -> Iterator[list[Page]]:
-    """The stored pages of rows ``ids`` to read again, with their rows as the store has
-    them now (their refreshed context), ``CHUNK_PAGES`` at a time. The rows of ``whole``
-    (kinds first left unread) that are not read are counted as skipped here; the others
-    were counted when the first pass passed them over."""
-    job = runtime.job
-
-    def read() -> Iterator[Page]:
-        for row, body in ws.store.responses_for(ids):
-            if _read_again(row) and (row.kind in job.kinds or row.kind in job.subtabs):
-                yield row, body
-            elif row.id in whole:
-                tally["skipped"] += 1
-
-    return _in_chunks(read(), tally)
-
-
-def _in_chunks(pages: Iterator[Page], tally: dict[str, int]) -> Iterator[list[Page]]:
-    """``pages`` counted and grouped ``CHUNK_PAGES`` at a time."""
-    chunk: list[Page] = []
-    for page in pages:
-        tally["pages"] += 1
-        chunk.append(page)
-        if len(chunk) >= CHUNK_PAGES:
-            yield chunk
-            chunk = []
-    if chunk:
-        yield chunk
-
-
-def _progress_detail(runtime: CrawlRuntime) -> str:
-    c = runtime.counters
-    return (
-        f"items {c.items_new} new, {c.items_changed} changed, {c.items_unchanged} unchanged"
-        f" | {c.errors} failed"
-    )
-
-
-def _read_again(row: Row) -> bool:
-    if row.status is RowStatus.OK:
-        return True
-    return row.status is RowStatus.ERROR and row.last_error_kind in READ_AGAIN
-
-
-__all__ = ["READ_AGAIN", "ReparseResult", "parse", "processes_for", "rebuild", "reparse"]
+__all__ = [
+    "BATCH_PAGES",
+    "BATCH_S",
+    "CARRY_PENDING",
+    "READ_AGAIN",
+    "ReparseResult",
+    "parse",
+    "processes_for",
+    "rebuild",
+    "reparse",
+]

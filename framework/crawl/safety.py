@@ -43,7 +43,9 @@ from scrapy.utils.response import get_meta_refresh
 from w3lib.url import safe_url_string
 
 from framework.crawl.addresses import AddressPolicy, policy_of, why_refused
-from framework.workspace import ErrorKind, redact_url
+from framework.errors import PageLevelError
+from framework.redact import redact_url
+from framework.workspace import ErrorKind
 
 if TYPE_CHECKING:
     from typing import Self
@@ -152,7 +154,7 @@ class Refused(IgnoreRequest):
         self.error_kind = error_kind
 
 
-class ResponseTooLarge(Exception):
+class ResponseTooLarge(PageLevelError):
     """A download Scrapy cancelled at ``DOWNLOAD_MAXSIZE``: the page is not read."""
 
     error_kind = ErrorKind.PARSE

@@ -49,9 +49,11 @@ from twisted.internet.defer import Deferred
 
 from framework.crawl.politeness import Abandoned, _engine_closing
 from framework.crawl.safety import shown
+from framework.errors import PageLevelError
 from framework.extract.fields import compile_jsonpath
 from framework.extract.patterns import LimitExceeded, Limits, SafeRegex, search_bounded
-from framework.workspace import ErrorKind, redact_url
+from framework.redact import redact_url
+from framework.workspace import ErrorKind
 
 if TYPE_CHECKING:
     from http.cookiejar import Cookie
@@ -78,7 +80,7 @@ RELOGIN_BOOST = 100  # added to the priority of a request sent again after a new
 TOKEN_CHARS = 16
 
 
-class LoginFailed(Exception):
+class LoginFailed(PageLevelError):
     """What went wrong with a login, in one line that names no secret."""
 
 

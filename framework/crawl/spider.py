@@ -23,9 +23,11 @@ from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
 
 from framework.crawl.addresses import address_class_of, policy_of
 from framework.crawl.blocking import MIDDLEWARE, MIDDLEWARE_ORDER, Slots
+from framework.crawl.handled import Handled
+from framework.crawl.outcome import OutcomeBuilder
 from framework.crawl.page import SELECTOR_REFUSALS, CompiledJob, job_domains
 from framework.crawl.politeness import Abandoned
-from framework.crawl.runtime import REASON_FINISHED, CrawlRuntime, Handled
+from framework.crawl.runtime import REASON_FINISHED, CrawlRuntime
 from framework.crawl.safety import shown
 from framework.crawl.secrets import Secrets
 from framework.crawl.session import REASON_LOGIN_FAILED, Session
@@ -33,7 +35,7 @@ from framework.crawl.stopping import SignalStop
 from framework.errors import UsageError
 from framework.extract.patterns import Limits
 from framework.plugins import RequestMeta, load_renderer
-from framework.settings import default_settings
+from framework.settings import default, default_settings
 from framework.spec.models import JobSpec
 from framework.spec.render import RENDERER, rendered_kinds
 from framework.spec.template import MissingValue
@@ -86,17 +88,23 @@ class JobSpider(scrapy.Spider):
         guard = cls.compiled.guard
         try:
             guard.limits = Limits(
-                timeout=s.getfloat("FRAMEWORK_EXTRACT_TIMEOUT", 10.0),
-                max_matches=s.getint("FRAMEWORK_MAX_MATCHES", 100_000),
-                max_chars=s.getint("FRAMEWORK_MAX_MATCH_CHARS", 1 << 20),
-                max_item_bytes=s.getint("FRAMEWORK_MAX_ITEM_BYTES", 1 << 20),
+                timeout=s.getfloat(
+                    "FRAMEWORK_EXTRACT_TIMEOUT", default("FRAMEWORK_EXTRACT_TIMEOUT")
+                ),
+                max_matches=s.getint("FRAMEWORK_MAX_MATCHES", default("FRAMEWORK_MAX_MATCHES")),
+                max_chars=s.getint(
+                    "FRAMEWORK_MAX_MATCH_CHARS", default("FRAMEWORK_MAX_MATCH_CHARS")
+                ),
+                max_item_bytes=s.getint(
+                    "FRAMEWORK_MAX_ITEM_BYTES", default("FRAMEWORK_MAX_ITEM_BYTES")
+                ),
             )
         except ValueError as exc:
             raise UsageError(str(exc)) from None
         guard.on_refused = spider._on_refused
         guard.policy = policy_of(crawler)  # resolves the start hosts, once per crawl
         spider._refusals_told = set()
-        if crawler.settings.getbool("FRAMEWORK_PARSE_ONLY", False):
+        if crawler.settings.getbool("FRAMEWORK_PARSE_ONLY", default("FRAMEWORK_PARSE_ONLY")):
             # set by `scrapy parse` (framework.scrapy_commands) and `framework preview`:
             # no runtime, so the workspace is never opened and no run is recorded
             spider.parse_only = True
@@ -373,10 +381,15 @@ class JobSpider(scrapy.Spider):
                 yield self.parse_request(tab.kind, tab.url, tab.method, tab.body, tab.body_type)
         for link in result.links:
             yield self.parse_request(link.kind, link.url, carry=link.carry)
-        asked = response.meta.get("fw_request")  # (method, body, body_type), masked
-        # as the crawl does (CrawlRuntime._as_requested): a `param` pagination repeats
-        # the page's own request unless the page came by a redirect
-        again = asked if asked and not response.meta.get("redirect_urls") else ("GET", None, None)
+        asked: tuple[str, str | None, str | None] | None = response.meta.get("fw_request")
+        # the crawl's test (OutcomeBuilder.as_requested): a `param` pagination repeats
+        # the page's own request (method, body, body_type: masked) unless the page came
+        # by a redirect
+        again: tuple[str, str | None, str | None] = ("GET", None, None)
+        if asked and OutcomeBuilder(self.compiled, self.secrets).as_requested(
+            response.meta["fw_url"], response.url
+        ):
+            again = asked
         for link in result.next_pages:
             how = again if link.same_request else ("GET", None, None)
             yield self.parse_request(link.kind, link.url, *how, carry=link.carry, page=page + 1)
@@ -425,6 +438,7 @@ class JobSpider(scrapy.Spider):
             "fw_carry": carry or {},
             "fw_page": page,
             "fw_request": (method, body, body_type),
+            "fw_url": url,  # as the row would keep it: what as_requested compares
         }
         if self.render_meta is not None:
             meta.update(self.render_meta(kind))

@@ -36,13 +36,14 @@ from scrapy.utils.ossignal import install_shutdown_handlers, signal_names
 
 from framework.crawl.verdict import REASON_ABORTED, REASON_BROKEN, REASON_DISK_FULL
 from framework.errors import WorkspaceBroken, WorkspaceFull
+from framework.settings import default
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
 
 logger = logging.getLogger(__name__)
 
-GRACE_S = 5.0  # default of FRAMEWORK_STOP_GRACE: what requests in flight get at a stop
+GRACE_S = default("FRAMEWORK_STOP_GRACE")  # what requests in flight get at a stop
 REASON_SHUTDOWN = "shutdown"
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -60,7 +61,7 @@ def stops_on_workspace_fault(method: F) -> F:
         try:
             return method(self, *args, **kwargs)
         except (WorkspaceFull, WorkspaceBroken) as exc:
-            from framework.crawl.runtime import Handled
+            from framework.crawl.handled import Handled
 
             if getattr(self, "workspace_fault", None) is None:
                 self.workspace_fault = exc

@@ -17,7 +17,6 @@ runs, and a worker killed by ``kill -9`` leaves the others holding it.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import logging
 import math
@@ -40,8 +39,9 @@ from framework.errors import (
     UsageError,
 )
 from framework.files import make_private_dir, open_nofollow
+from framework.locks import hold, lock_fd, lock_held, read_holder, unlock_fd
+from framework.settings import default
 from framework.workspace import Workspace, deferrals, utc_now
-from framework.workspace.workspace import lock_held
 
 if TYPE_CHECKING:
     from scrapy.settings import Settings
@@ -73,27 +73,8 @@ def processes(value: str) -> int:
 @contextlib.contextmanager
 def shared_crawl_lock(ws: Workspace) -> Iterator[None]:
     """A worker's share of ``crawl.lock`` (see the module's docstring)."""
-    path = ws.lock_path("crawl")
-    fd = open_nofollow(path, os.O_RDWR | os.O_CREAT)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise lock_held(path, _holder(path)) from None
-        try:
-            yield
-        finally:
-            fcntl.flock(fd, fcntl.LOCK_UN)
-    finally:
-        os.close(fd)
-
-
-def _holder(path: Path) -> dict[str, Any] | None:
-    try:
-        value = json.loads(path.read_text(encoding="utf-8") or "null")
-    except (OSError, ValueError):
-        return None
-    return value if isinstance(value, dict) else None
+    with hold(ws.lock_path("crawl"), shared=True):
+        yield
 
 
 class Heartbeat:
@@ -148,10 +129,8 @@ def run_workers(
         with Workspace.open(jobdir, create=True) as ws:
             path = ws.lock_path("crawl")
             fd = open_nofollow(path, os.O_RDWR | os.O_CREAT)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                raise lock_held(path, _holder(path)) from None
+            if not lock_fd(fd, block=False):
+                raise lock_held(path, read_holder(path))
             info = {
                 "pid": os.getpid(),
                 "host": socket.gethostname(),
@@ -174,12 +153,12 @@ def run_workers(
         # workers are forked: a child must not inherit an open SQLite connection or a
         # thread's lock. The lock turns shared: the workers take their share before
         # this one lets go.
-        fcntl.flock(fd, fcntl.LOCK_SH)
+        lock_fd(fd, shared=True)
         return _fork_and_wait(spec_path, root, jobdir, n, overrides, fd)
     finally:
         if fd >= 0:
             os.ftruncate(fd, 0)
-            fcntl.flock(fd, fcntl.LOCK_UN)
+            unlock_fd(fd)
             os.close(fd)
 
 
@@ -336,9 +315,11 @@ def shared_politeness(settings: Settings, n: int) -> dict[str, Any]:
     """What each of ``n`` workers gets so that together they keep the job's per-host
     politeness: a share of CONCURRENT_REQUESTS_PER_DOMAIN (at least 1 each) and ``n``
     times DOWNLOAD_DELAY. Their CPU adds up; their pressure on a host does not."""
-    per_host = settings.getint("CONCURRENT_REQUESTS_PER_DOMAIN", 8)
+    per_host = settings.getint(
+        "CONCURRENT_REQUESTS_PER_DOMAIN", default("CONCURRENT_REQUESTS_PER_DOMAIN")
+    )
     out: dict[str, Any] = {"CONCURRENT_REQUESTS_PER_DOMAIN": max(1, math.ceil(per_host / n))}
-    delay = settings.getfloat("DOWNLOAD_DELAY", 0.0)
+    delay = settings.getfloat("DOWNLOAD_DELAY", default("DOWNLOAD_DELAY"))
     if delay > 0:
         out["DOWNLOAD_DELAY"] = delay * n
     return out

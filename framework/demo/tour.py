@@ -84,7 +84,7 @@ class Children:
         self._procs: list[subprocess.Popen[bytes]] = []
 
     def spawn(self, args: Sequence[str], cwd: Path, **kwargs: object) -> subprocess.Popen[bytes]:
-        proc = subprocess.Popen(
+        proc: subprocess.Popen[bytes] = subprocess.Popen(
             [sys.executable, *args],
             cwd=cwd,
             start_new_session=True,

@@ -32,6 +32,7 @@ from typing import Any
 
 from lxml import etree, html
 
+from framework.errors import PageLevelError
 from framework.extract.patterns import LimitExceeded, SafeRegex, budget, surrogates_replaced
 
 __all__ = ["EmbeddedDoc", "EmbeddedError", "RecordSource", "parse_literal"]
@@ -48,7 +49,7 @@ _LEADING_COMMENT = re.compile(r"\s*(?:<!--|//[^\n]*\n|/\*.*?\*/)\s*", re.DOTALL)
 _JSON_PARSE = re.compile(r"JSON\.parse\(\s*(['\"`])")
 
 
-class EmbeddedError(ValueError):
+class EmbeddedError(PageLevelError, ValueError):
     """Embedded data was found but cannot be read (malformed, not a literal)."""
 
 

@@ -42,6 +42,9 @@ from typing import Any
 import regex
 from lxml import etree
 
+from framework.errors import PageLevelError
+from framework.settings import default
+
 __all__ = [
     "EXSLT_REGEXP_FUNCTIONS",
     "EXSLT_REGEXP_NS",
@@ -66,10 +69,11 @@ MiB = 1024 * 1024
 class Limits:
     """The bounds of one page's extraction (settings named in the comments)."""
 
-    timeout: float = 10.0  # FRAMEWORK_EXTRACT_TIMEOUT: CPU seconds of regex work per page
-    max_matches: int = 100_000  # FRAMEWORK_MAX_MATCHES: per selector / JSON path run
-    max_chars: int = MiB  # FRAMEWORK_MAX_MATCH_CHARS: text one selector may return
-    max_item_bytes: int = MiB  # FRAMEWORK_MAX_ITEM_BYTES: one record, as stored JSON
+    # CPU seconds of regex work per page
+    timeout: float = default("FRAMEWORK_EXTRACT_TIMEOUT")
+    max_matches: int = default("FRAMEWORK_MAX_MATCHES")  # per selector / JSON path run
+    max_chars: int = default("FRAMEWORK_MAX_MATCH_CHARS")  # text one selector may return
+    max_item_bytes: int = default("FRAMEWORK_MAX_ITEM_BYTES")  # one record, as stored JSON
 
     def __post_init__(self) -> None:
         # zero would refuse every page (or, for the time, every regex): never meant
@@ -83,7 +87,7 @@ class Limits:
                 raise ValueError(f"{name} must be greater than 0, got {value!r}")
 
 
-class LimitExceeded(Exception):
+class LimitExceeded(PageLevelError):
     """Extraction went over a bound; the message names the setting that sets it."""
 
 
@@ -486,7 +490,7 @@ def _nullable(item: tuple[Any, Any]) -> bool:
 _SEQUENCES = (list, tuple)  # a tuple, not ``list | tuple``: no union built per value
 
 
-class NotStorable(ValueError):
+class NotStorable(PageLevelError, ValueError):
     """A record holds a value that JSON in UTF-8 cannot store: a number that is not
     finite (a JSON page's ``NaN``, ``1e999999``) or a lone UTF-16 surrogate. Stored, it
     would make the item unreadable to SQLite's JSON functions, to the export and to the

@@ -12,7 +12,7 @@ from pathlib import Path
 from framework.errors import SpecError, SpecProblem
 from framework.spec.keys import make_dedupe_key, normalise_source_id
 from framework.spec.load import Document, parse_document, read_document
-from framework.spec.models import FieldSpec, JobSpec, KeySpec, PageKind, SubtabSpec
+from framework.spec.models import FieldSpec, JobSpec, KeySpec, PageKind, ShipSettings, SubtabSpec
 from framework.spec.template import MissingValue, Template, TemplateError
 from framework.spec.validate import check_raw, validate
 
@@ -23,6 +23,7 @@ __all__ = [
     "KeySpec",
     "MissingValue",
     "PageKind",
+    "ShipSettings",
     "SubtabSpec",
     "Template",
     "TemplateError",

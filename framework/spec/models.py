@@ -32,14 +32,17 @@ from pydantic import (
 from framework.extract.fields import looks_like_xpath
 from framework.project import JOB_NAME_RE
 from framework.spec.forms import FormField as FormField  # X as X: re-exported
-from framework.spec.forms import FormSpec, LoginSpec
+from framework.spec.forms import FormSpec as FormSpec
+from framework.spec.forms import LoginSpec as LoginSpec
 from framework.spec.forms import LoginSuccess as LoginSuccess
 from framework.spec.forms import LoginToken as LoginToken
 from framework.spec.forms import SessionExpired as SessionExpired
 from framework.spec.render import RenderOptions  # `browser:` (owned by F, issue 11)
 from framework.spec.values import SOURCE_KEYS as SOURCE_KEYS
 from framework.spec.values import Embedded as Embedded
-from framework.spec.values import FieldSpec, Languages, Records
+from framework.spec.values import FieldSpec as FieldSpec
+from framework.spec.values import Languages
+from framework.spec.values import Records as Records
 from framework.spec.values import Replace as Replace
 from framework.spec.values import Source as Source
 from framework.spec.values import StrictModel as _Strict

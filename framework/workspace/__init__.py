@@ -25,7 +25,12 @@ on it. Nothing secret is ever written to any of these files.
 
 from __future__ import annotations
 
-from framework.workspace.jsonl import JsonlLog, redact, redact_url
+from framework.redact import redact, redact_url
+from framework.workspace.fill import last_extraction, rates
+from framework.workspace.jsonl import JsonlLog
+from framework.workspace.leases import pid_alive
+from framework.workspace.locate import is_database_url
+from framework.workspace.postgres_base import PgBase  # psycopg itself loads on first use
 from framework.workspace.records import (
     CommitResult,
     ErrorKind,
@@ -40,6 +45,7 @@ from framework.workspace.records import (
     content_hash,
 )
 from framework.workspace.sqlite import SqliteStore, utc_now
+from framework.workspace.status import build_status
 from framework.workspace.store import RequeueFilter, Store
 from framework.workspace.workspace import Workspace
 
@@ -51,6 +57,7 @@ __all__ = [
     "NewRow",
     "Outcome",
     "PartWrite",
+    "PgBase",
     "RequeueFilter",
     "Row",
     "RowStatus",
@@ -58,8 +65,13 @@ __all__ = [
     "Store",
     "StoredItem",
     "Workspace",
+    "build_status",
     "canonical_json",
     "content_hash",
+    "is_database_url",
+    "last_extraction",
+    "pid_alive",
+    "rates",
     "redact",
     "redact_url",
     "utc_now",

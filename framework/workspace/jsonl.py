@@ -14,9 +14,9 @@ Owns the line format and the torn-line rule; it does not decide what goes in a l
   the repair can never cut a line another process is writing.
 * Readers skip invalid lines and a last line without ``"\\n"`` (torn, or being written
   right now) and count them in :attr:`JsonlLog.skipped`.
-* :func:`redact` masks secret-looking keys (and secret query parameters inside URL
-  strings) in every record before it is written: defence in depth, writers should not
-  hand secrets here in the first place.
+* :func:`framework.redact.redact` masks secret-looking keys (and secret query
+  parameters inside URL strings) in every record before it is written: defence in
+  depth, writers should not hand secrets here in the first place.
 * A writer that knows secret *values* (the crawl: the values of a spec's
   ``{env:NAME}`` references) sets :attr:`JsonlLog.masker`, which every record passes
   through before it is written, whoever appends it.
@@ -25,8 +25,6 @@ Owns the line format and the torn-line rule; it does not decide what goes in a l
 from __future__ import annotations
 
 import contextlib
-import fcntl
-import functools
 import json
 import os
 import re
@@ -35,125 +33,27 @@ from pathlib import Path
 from typing import Any
 
 from framework.files import open_nofollow
+from framework.locks import locked
 
-REDACTED = "[redacted]"
-_BLOCK = 65536  # bytes read at a time when reading a log backwards
-
-# Case-insensitive; '-' and '_' are treated alike. A key is secret when it equals one of
-# these or ends with one of the suffixes (x-api-key, csrf_token, db_password ...).
-_SECRET_KEYS = {
-    "authorization",
-    "proxy_authorization",
-    "cookie",
-    "cookies",
-    "set_cookie",
-    "token",
-    "password",
-    "passwd",
-    "pwd",
-    "pass",
-    "passphrase",
-    "secret",
-    "api_key",
-    "apikey",
-    "access_key",
-    "secret_key",
-    "private_key",
-    "signing_key",
-    "client_secret",
-    "credential",
-    "credentials",
-    "jwt",
-    "bearer",
-    "session",
-    "sessionid",
-}
-_SECRET_SUFFIXES = (
-    "_token",
-    "_password",
-    "_passwd",
-    "_pwd",
-    "_pass",
-    "_secret",
-    "_api_key",
-    "_apikey",
-    "_access_key",
-    "_secret_key",
-    "_private_key",
-    "_credential",
-    "_credentials",
-    "_jwt",
-    "_session",
-    "_cookie",
+# Redaction is framework.redact's (the ingest door needs it and must not import a
+# workspace); these names stay importable from here for older callers.
+from framework.redact import (
+    REDACTED as REDACTED,
 )
-# Query (and ;path) parameters masked in URL strings: the secret keys above, plus names
-# that only mean a credential inside a URL. Exact names, so `?author=` or `?page=` stay.
-# Not `_key` as a suffix: the workspace's own records name `dedupe_key`, `item_key`.
-_URL_SECRET_PARAMS = {
-    "key",
-    "sig",
-    "signature",
-    "auth",
-    "sid",
-    "sessid",
-    "jsessionid",
-    "phpsessid",
-    "access_token",
-    "id_token",
-    "x_amz_signature",
-    "x_amz_credential",
-    "x_amz_security_token",
-    "x_goog_signature",
-    "x_goog_credential",
-}
-_URL_PARAM = re.compile(r"([?&;])([^=&#;?\s]+)=([^&#;?\s]*)")
-_URL_USERINFO = re.compile(r"(\b[a-z][a-z0-9+.-]*://)([^/@\s]+)@", re.IGNORECASE)
+from framework.redact import (
+    is_secret_key as is_secret_key,
+)
+from framework.redact import (
+    is_secret_param as is_secret_param,
+)
+from framework.redact import (
+    redact as redact,
+)
+from framework.redact import (
+    redact_url as redact_url,
+)
 
-
-@functools.lru_cache(maxsize=4096)
-def is_secret_key(key: str) -> bool:
-    # cached: every event line asks it of each of its keys, and the keys repeat
-    norm = key.strip().lower().replace("-", "_")
-    return norm in _SECRET_KEYS or norm.endswith(_SECRET_SUFFIXES)
-
-
-def is_secret_param(name: str) -> bool:
-    """A URL query (or form) parameter whose value is a credential."""
-    return is_secret_key(name) or name.strip().lower().replace("-", "_") in _URL_SECRET_PARAMS
-
-
-def redact_url(value: str) -> str:
-    """Mask user:password@ and secret-looking query parameters in a URL string."""
-    if "://" not in value:
-        return value
-    if "@" in value:  # the pattern needs one; most URLs have none (one per event line)
-        value = _URL_USERINFO.sub(lambda m: f"{m.group(1)}{REDACTED}@", value)
-    if "=" in value:
-        value = _URL_PARAM.sub(_mask_param, value)
-    return value
-
-
-def _mask_param(m: re.Match[str]) -> str:
-    name = m.group(2)
-    if is_secret_param(name):
-        return f"{m.group(1)}{name}={REDACTED}"
-    return m.group(0)
-
-
-def redact(value: Any) -> Any:
-    """A copy of ``value`` with secrets masked: values under secret-looking keys become
-    ``"[redacted]"`` (at any depth) and URL strings lose credentials and secret query
-    parameters."""
-    if isinstance(value, Mapping):
-        return {
-            k: (REDACTED if isinstance(k, str) and is_secret_key(k) else redact(v))
-            for k, v in value.items()
-        }
-    if isinstance(value, list | tuple):
-        return [redact(v) for v in value]
-    if isinstance(value, str):
-        return redact_url(value)
-    return value
+_BLOCK = 65536  # bytes read at a time when reading a log backwards
 
 
 def dumps_line(record: Mapping[str, Any]) -> bytes:
@@ -198,16 +98,13 @@ class JsonlLog:
         if self._fd is None:
             self._fd = open_nofollow(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT)
         fd = self._fd
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        try:
+        with locked(fd):
             self._repair(fd)
             view = memoryview(data)
             while view:  # a regular file takes it in one write; a short write continues
                 view = view[os.write(fd, view) :]
             if self.fsync:
                 os.fsync(fd)
-        finally:
-            fcntl.flock(fd, fcntl.LOCK_UN)
 
     def _repair(self, fd: int) -> None:
         size = os.fstat(fd).st_size

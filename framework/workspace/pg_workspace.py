@@ -41,7 +41,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from framework.errors import LockHeld, WorkspaceError
-from framework.workspace.jsonl import JsonlLog, redact, redact_url
+from framework.redact import redact, redact_url
+from framework.workspace.jsonl import JsonlLog
 from framework.workspace.postgres_base import _SCHEMA_LOCK
 from framework.workspace.sql import utc_now
 from framework.workspace.workspace import SHIP_LOG_FILE, STATE_FILE, Workspace

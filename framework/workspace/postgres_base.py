@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Self, TypeVar
 
 from framework.errors import WorkspaceError
-from framework.workspace.jsonl import redact_url
+from framework.redact import redact_url
 from framework.workspace.sql import utc_now
 
 if TYPE_CHECKING:

@@ -17,8 +17,8 @@ from datetime import UTC, datetime
 from importlib.metadata import entry_points
 from typing import Any
 
+from framework.redact import redact
 from framework.workspace import deferrals, fill, holds, integrity, leases
-from framework.workspace.jsonl import redact
 from framework.workspace.records import SCHEMA_VERSION, Row, RowStatus
 from framework.workspace.workspace import SPEC_HISTORY_MAX, Workspace
 
@@ -134,7 +134,8 @@ def build_status(
     report["plugins"] = _plugin_sections(ws, sections)
     # Stored URLs and error texts are kept as they were (the row must be refetchable);
     # what leaves for a terminal or a CI log is masked like every log line.
-    return redact(report)
+    masked: dict[str, Any] = redact(report)
+    return masked
 
 
 def _verdict(r: dict[str, Any]) -> tuple[str, int]:

@@ -10,7 +10,6 @@ workspace's (:mod:`framework.workspace.pg_workspace`) PostgreSQL.
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import socket
@@ -19,8 +18,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NoReturn
 
-from framework.errors import LockHeld, WorkspaceError
-from framework.files import make_private_dir, open_nofollow, refuse_links
+from framework.errors import WorkspaceError
+from framework.files import make_private_dir, refuse_links
+
+# held_by and lock_held are framework.locks's, still importable from here
+from framework.locks import held_by, hold, lock_held
 from framework.workspace.jsonl import JsonlLog
 from framework.workspace.locate import is_database_url, no_workspace
 from framework.workspace.sql import READ_WITH_META, utc_now
@@ -131,21 +133,15 @@ class Workspace:
         never deleted: deleting one races with a process that has just opened it."""
         path = self.lock_path(name)
         if shared:
-            with _shared_flock(path) as info:
-                yield info
+            with hold(path, shared=True):
+                yield {"pid": os.getpid(), "host": socket.gethostname(), "shared": True}
             return
-        fd = open_nofollow(path, os.O_RDWR | os.O_CREAT)
-        try:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                raise lock_held(path, _read_holder(path)) from None
+        with hold(path) as fd:
             info = {"pid": os.getpid(), "host": socket.gethostname(), "started": utc_now()}
             os.ftruncate(fd, 0)
             try:
                 os.pwrite(fd, (json.dumps(info) + "\n").encode(), 0)
             except OSError as exc:
-                fcntl.flock(fd, fcntl.LOCK_UN)
                 fault = workspace_fault(exc, self.state_path)
                 if fault is not None:  # a full disk says so in one line
                     raise fault from exc
@@ -154,9 +150,6 @@ class Workspace:
                 yield info
             finally:
                 os.ftruncate(fd, 0)
-                fcntl.flock(fd, fcntl.LOCK_UN)
-        finally:
-            os.close(fd)
 
     def lock_holder(self, name: str) -> dict[str, Any] | None:
         """Who holds ``name`` right now, without taking it: asks the flock itself (a
@@ -278,65 +271,6 @@ class _FaultTypedLog(JsonlLog):
         if fault is not None:
             raise fault from exc
         raise exc
-
-
-@contextmanager
-def _shared_flock(path: Path) -> Iterator[dict[str, Any]]:
-    fd = open_nofollow(path, os.O_RDWR | os.O_CREAT)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise lock_held(path, _read_holder(path)) from None
-        try:
-            yield {"pid": os.getpid(), "host": socket.gethostname(), "shared": True}
-        finally:
-            fcntl.flock(fd, fcntl.LOCK_UN)
-    finally:
-        os.close(fd)
-
-
-def held_by(path: Path) -> dict[str, Any] | None:
-    """Who holds the lock file at ``path`` right now (see :meth:`Workspace.lock_holder`);
-    usable before any workspace is opened (a second ``scrapy crawl`` asks it first)."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except FileNotFoundError:
-        return None
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return _read_holder(path) or {"pid": None, "host": None, "started": None}
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        return None
-    finally:
-        os.close(fd)
-
-
-def lock_held(path: Path, holder: dict[str, Any] | None) -> LockHeld:
-    """The one-line error for a lock that ``holder`` holds."""
-    who = (
-        f"pid {holder.get('pid', '?')} on {holder.get('host', '?')} "
-        f"since {holder.get('started', '?')}"
-        if holder and holder.get("pid") is not None
-        else "another process"
-    )
-    return LockHeld(f"{path} is held by {who}")
-
-
-def _read_holder(path: Path) -> dict[str, Any] | None:
-    try:
-        text = path.read_text(encoding="utf-8").strip()
-    except OSError:
-        return None
-    if not text:
-        return None
-    try:
-        value = json.loads(text)
-    except ValueError:
-        return None
-    return value if isinstance(value, dict) else None
 
 
 __all__ = [

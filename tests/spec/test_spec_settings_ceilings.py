@@ -117,3 +117,17 @@ def test_the_reference_gives_every_ceiling() -> None:
             f"{ceiling.value:,.0f}" if float(ceiling.value).is_integer() else f"{ceiling.value:g}"
         )
         assert number in row, (name, number, row)
+
+
+def test_every_default_of_the_table_is_one_a_spec_could_set() -> None:
+    # the table is the one place of each default: a default under its own floor or
+    # over its own ceiling would be refused in a spec that only restates it
+    from framework.settings import SCRAPYS, SETTINGS
+
+    for row in SETTINGS.values():
+        if row.default is SCRAPYS or row.default is None or row.kind not in NUMBERS:
+            continue
+        if row.low is not None:
+            assert row.default >= row.low, row.name
+        if row.ceiling is not None:
+            assert row.default <= row.ceiling.value, row.name

@@ -200,6 +200,14 @@ def test_public_door() -> None:
             "redact",
             "redact_url",
             "utc_now",
+            # what plugins read a workspace with (docs/architecture.md, "What plugins
+            # may use"; the import contracts hold them to it)
+            "is_database_url",
+            "last_extraction",
+            "rates",
+            "build_status",
+            "pid_alive",
+            "PgBase",
         ]
     )
     for name in public.__all__:

@@ -2,7 +2,7 @@
 
 A follow rule's or a next link's selector may select an address (``::attr(href)``,
 ``/@href``) or a link element, whose ``href`` (``src`` of an ``<iframe>``) the crawl
-takes as Scrapy's ``response.follow`` does (:func:`framework.crawl.page.link_values`).
+takes as Scrapy's ``response.follow`` does (:func:`framework.crawl.links.link_values`).
 Text (``::text``, ``text()``) or an element that is no link (``div.pager``) is refused
 on every page. These warnings say so before a crawl does; they are warnings, not
 problems, because a selector is only read here, not run: ``.next`` may be an ``<a>``.
@@ -25,7 +25,7 @@ from framework.spec.models import Format, JobSpec
 
 __all__ = ["link_warnings", "not_a_link"]
 
-# the elements whose address the crawl takes (framework/crawl/page.py's LINK_ATTRS)
+# the elements whose address the crawl takes (framework/crawl/links.py's LINK_ATTRS)
 _LINKS = frozenset(("a", "link", "area", "iframe"))
 # an XPath's last step: a name with predicates, or text()
 _LAST_STEP = re.compile(r"(?:^|/)\s*([A-Za-z][\w.-]*|text\(\))\s*(?:\[[^\[\]]*\]\s*)*$")

@@ -12,10 +12,10 @@ from __future__ import annotations
 import re
 from urllib.parse import parse_qsl, urlsplit
 
+from framework.redact import is_secret_key, is_secret_param
 from framework.spec.checks.kinds import key_path, kind_paths
 from framework.spec.checks.report import Path_, Report, strings
 from framework.spec.template import SPEC_ENV_PREFIX, env_names, env_problems, env_refused
-from framework.workspace.jsonl import is_secret_key, is_secret_param
 
 __all__ = [
     "HEADER_NAME",

@@ -19,8 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from framework.workspace import Workspace
-from framework.workspace.fill import last_extraction
+from framework.workspace import Workspace, last_extraction
 
 STARTS = ("run_started", "run_resumed")
 ENDS = ("run_finished", "reparse_finished")

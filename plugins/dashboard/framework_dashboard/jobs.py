@@ -16,8 +16,8 @@ from pathlib import Path
 
 from framework.errors import UsageError
 from framework.project import check_job_name, job_files
-from framework.workspace import redact_url
-from framework.workspace.locate import is_database_url
+from framework.redact import redact_url
+from framework.workspace import is_database_url
 
 STATE_FILE = "state.sqlite"  # what makes a folder a workspace (docs/workspace.md)
 

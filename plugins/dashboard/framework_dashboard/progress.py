@@ -49,7 +49,9 @@ class JobProgress:
     taken_at: float = 0.0
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def refresh(self, ws: Workspace, max_attempts: int, clock: Callable[[], float]) -> dict:
+    def refresh(
+        self, ws: Workspace, max_attempts: int, clock: Callable[[], float]
+    ) -> dict[str, Any]:
         self._read_urls(ws)
         by_kind: dict[str, dict[str, int]] = {}
         totals = {s.value: 0 for s in RowStatus}

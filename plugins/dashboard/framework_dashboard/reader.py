@@ -23,9 +23,8 @@ from typing import Any
 
 from framework.cli.status import recorded_max_attempts
 from framework.errors import FrameworkError
-from framework.workspace import JsonlLog, Workspace, redact
-from framework.workspace.fill import rates
-from framework.workspace.status import build_status
+from framework.redact import redact
+from framework.workspace import JsonlLog, Workspace, build_status, rates
 from framework_dashboard import tail
 from framework_dashboard.findings import last_run_findings
 from framework_dashboard.jobs import Job, discover

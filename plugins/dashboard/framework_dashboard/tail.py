@@ -19,7 +19,8 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from framework.workspace import JsonlLog, redact
+from framework.redact import redact
+from framework.workspace import JsonlLog
 
 Line = tuple[int, dict[str, Any]]  # (the cursor after the line, its record)
 

@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 
 import click
 
-from framework.workspace import redact_url
+from framework.redact import redact_url
 from framework_ingest.db import Backend, open_backend
 from framework_ingest.errors import IngestConfigError, StaleClaim
 from framework_ingest.limits import (
@@ -141,7 +141,7 @@ _HELP = {
 
 
 def _shown(
-    flag: str, default: Any, kind: click.ParamType | None = None, *names: str
+    flag: str, default: Any, kind: click.ParamType[Any, Any] | None = None, *names: str
 ) -> Callable[[F], F]:
     """An option whose default ``--help`` shows, its help (if any) from ``_HELP``;
     ``names``: the parameter's name when the flag does not give it."""

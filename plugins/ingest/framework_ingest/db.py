@@ -21,7 +21,7 @@ from importlib import resources
 from typing import Any, Generic, Protocol, TypeVar
 from urllib.parse import parse_qsl
 
-from framework.workspace import redact_url
+from framework.redact import redact_url
 from framework_ingest.errors import IngestConfigError
 
 Row = tuple[Any, ...]

@@ -16,7 +16,7 @@ from functools import lru_cache
 import psycopg
 import psycopg.errors
 
-from framework.workspace import redact_url
+from framework.redact import redact_url
 from framework_ingest.db import Backend, Params, Row, ThreadConnections, Tx
 from framework_ingest.errors import BackendUnavailable, TransactionConflict
 

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from playwright.async_api import TimeoutError as PlaywrightTimeout
 
+from framework.errors import PageLevelError
 from framework.spec.render import Click, RenderOptions, Scroll, WaitFor, browser_selector
 from framework.workspace import ErrorKind
 
@@ -44,14 +45,14 @@ _WATCH_JS = """() => {
 _HEIGHT_JS = "() => document.documentElement.scrollHeight"
 
 
-class RenderTimeout(Exception):
+class RenderTimeout(PageLevelError):
     """A bounded wait in the page ran out. ``error_kind`` types the row's error (and
     "Timeout" in the name is how the crawl's classifier reads it without that)."""
 
     error_kind = ErrorKind.TIMEOUT
 
 
-class NavigationFailed(Exception):
+class NavigationFailed(PageLevelError):
     """The browser could not load the page; ``error_kind`` says how, as for plain pages."""
 
     def __init__(self, error_kind: ErrorKind, note: str) -> None:

@@ -33,6 +33,7 @@ from scrapy_playwright.handler import ScrapyPlaywrightDownloadHandler
 
 from framework.crawl.addresses import policy_of
 from framework.crawl.safety import refused_error, shown, spider_domains
+from framework.settings import default
 from framework_playwright.actions import navigation_failure
 from framework_playwright.browser import find_chromium
 from framework_playwright.guard import BrowserGuard, Event, chain, resolver_rule
@@ -47,11 +48,12 @@ if TYPE_CHECKING:
 __all__ = ["RenderingHandler"]
 
 
-DEFAULT_PAGES = 4
+DEFAULT_PAGES: int = default("PLAYWRIGHT_MAX_PAGES_PER_CONTEXT")
 # All pages of one site share a renderer process: about 60-90 MiB less per open page,
 # measured with no loss of pages/s on 2 cores (docs/benchmarks.md, "Rendered pages").
 DEFAULT_ARGS = ("--process-per-site",)
-DEFAULT_USES = 20  # requests a page serves before a fresh one replaces it (memory)
+# requests a page serves before a fresh one replaces it (memory)
+DEFAULT_USES: int = default("FRAMEWORK_RENDER_PAGE_USES")
 RESOLVER_FLAG = "--host-resolver-rules"
 
 
@@ -70,7 +72,7 @@ class RenderingHandler(ScrapyPlaywrightDownloadHandler):
         self.config.launch_options = launch
         # One context holds the pool's pages: its page limit is the pool's size.
         pages = max(self.config.max_pages_per_context, 1)
-        self.reuse = settings.getbool("FRAMEWORK_RENDER_REUSE", True)
+        self.reuse = settings.getbool("FRAMEWORK_RENDER_REUSE", default("FRAMEWORK_RENDER_REUSE"))
         self.pool = PagePool(pages, settings.getint("FRAMEWORK_RENDER_PAGE_USES", DEFAULT_USES))
         self._launch_lock = asyncio.Lock()
         self._started = False

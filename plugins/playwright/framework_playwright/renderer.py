@@ -13,6 +13,7 @@ from typing import Any
 
 from scrapy_playwright.page import PageMethod
 
+from framework.settings import default
 from framework.spec.render import RenderOptions
 from framework_playwright.actions import run_actions
 from framework_playwright.browser import BrowserNotFound, find_chromium
@@ -36,11 +37,14 @@ class PlaywrightRenderer:
         return {
             "DOWNLOAD_HANDLERS": {"http": HANDLER, "https": HANDLER},
             "TWISTED_REACTOR": REACTOR,  # scrapy-playwright runs on asyncio
-            "FRAMEWORK_RENDER_REUSE": True,
+            "FRAMEWORK_RENDER_REUSE": default("FRAMEWORK_RENDER_REUSE"),
             "PLAYWRIGHT_BROWSER_TYPE": "chromium",
             "PLAYWRIGHT_MAX_PAGES_PER_CONTEXT": DEFAULT_PAGES,  # the page pool's size
-            "PLAYWRIGHT_MAX_CONTEXTS": 1,
-            "PLAYWRIGHT_DEFAULT_NAVIGATION_TIMEOUT": 30_000,  # ms; past it: error `timeout`
+            "PLAYWRIGHT_MAX_CONTEXTS": default("PLAYWRIGHT_MAX_CONTEXTS"),
+            # ms; past it: error `timeout`
+            "PLAYWRIGHT_DEFAULT_NAVIGATION_TIMEOUT": default(
+                "PLAYWRIGHT_DEFAULT_NAVIGATION_TIMEOUT"
+            ),
         }
 
     def request_meta(self, kinds: Mapping[str, RenderOptions]) -> Callable[[str], dict[str, Any]]:

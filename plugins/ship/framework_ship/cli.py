@@ -13,7 +13,8 @@ maps them to exit codes (0 drained, 2 usage, 3 checkpoint, 4 halted).
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -22,10 +23,8 @@ import click
 from framework.cli.target import workspace_target
 from framework.errors import JobNotFound, UsageError
 from framework.project import find_root, resolve_job
-from framework.spec import load_spec
-from framework.spec.models import ShipSettings
-from framework.workspace import Workspace, utc_now
-from framework.workspace.locate import is_database_url
+from framework.spec import ShipSettings, load_spec
+from framework.workspace import Workspace, is_database_url, utc_now
 from framework_ship.client import items_url
 from framework_ship.endpoint import (
     ENV_ENDPOINT,
@@ -102,7 +101,9 @@ _HELP = {
 }
 
 
-def _shown(flag: str, kind: click.ParamType, default: float, **extra: Any) -> Callable[[F], F]:
+def _shown(
+    flag: str, kind: click.ParamType[Any, Any], default: float, **extra: Any
+) -> Callable[[F], F]:
     """An option whose default ``--help`` shows, the default taken where the run keeps it
     (ShipOptions, RetryPolicy, pg_claims), so the command and the run cannot disagree."""
     return click.option(
@@ -159,6 +160,14 @@ def _shown(flag: str, kind: click.ParamType, default: float, **extra: Any) -> Ca
     f"signed (X-Framework-Signature). [default ${DEFAULT_SIGNING_SECRET_ENV}]",
 )
 @_shown("--lease-seconds", _POSITIVE, LEASE_SECONDS)
+@click.option(
+    "--metrics-port",
+    type=click.IntRange(0, 65535),
+    default=None,
+    metavar="PORT",
+    help="Serve the job's /metrics (Prometheus) on 127.0.0.1:PORT while shipping "
+    "(0: any free port, printed); needs the dashboard plugin.",
+)
 @click.option("-q", "--quiet", is_flag=True, help="No progress line.")
 @click.option(
     "--prune",
@@ -188,6 +197,7 @@ def ship(
     error_window: int,
     signing_secret_env: str | None,
     lease_seconds: float,
+    metrics_port: int | None,
     quiet: bool,
     prune: bool,
 ) -> int:
@@ -258,7 +268,10 @@ def ship(
             max_attempts=max_attempts, max_delay=max_delay, retry_after_cap=retry_after_cap
         ),
     )
-    with Workspace.open(target, create=False, readonly=dry_run) as ws:
+    with (
+        _metrics(job, target, metrics_port),
+        Workspace.open(target, create=False, readonly=dry_run) as ws,
+    ):
         common: dict[str, Any] = {
             "echo": click.echo,
             "notice": _notice,
@@ -275,6 +288,23 @@ def ship(
         finally:
             shipper.close()
     return 0
+
+
+@contextmanager
+def _metrics(job: str, target: Path | str, port: int | None) -> Iterator[None]:
+    """``--metrics-port``: the job's /metrics served for the length of the run (the
+    core starts the dashboard plugin's server; a missing plugin is a usage error)."""
+    if port is None:
+        yield
+        return
+    from framework.plugins import METRICS_HOST, serve_metrics
+
+    handle = serve_metrics(job, target, METRICS_HOST, port)
+    click.echo(f"metrics: http://{handle.host}:{handle.port}/metrics (job {job})", err=True)
+    try:
+        yield
+    finally:
+        handle.stop()
 
 
 def _notice(message: str) -> None:

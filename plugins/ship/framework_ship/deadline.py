@@ -18,7 +18,6 @@ It does not decide whether to sleep or to stop; the run loop does, against the c
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import re
@@ -30,7 +29,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from framework.files import open_nofollow
+from framework.locks import hold
 
 _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
@@ -118,13 +117,9 @@ class Deadline:
 
     @contextlib.contextmanager
     def _flock(self) -> Iterator[None]:
-        fd = open_nofollow(self._lock_path, os.O_RDWR | os.O_CREAT)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
+        # blocking: the other holders are shippers writing the same small file
+        with hold(self._lock_path, block=True):
             yield
-        finally:
-            fcntl.flock(fd, fcntl.LOCK_UN)
-            os.close(fd)
 
 
 def read_deadline(directory: Path, host: str | None = None) -> dict[str, object] | None:

@@ -22,6 +22,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from framework.errors import Checkpoint, FrameworkError, Halted
+from framework.http_dates import parse_retry_after
 from framework.workspace import StoredItem
 from framework_ship.classify import (
     Outcome,
@@ -38,7 +39,7 @@ from framework_ship.client import (
     redelivery_key,
 )
 from framework_ship.deadline import Deadline
-from framework_ship.policy import RetryPolicy, build_retrying, parse_retry_after
+from framework_ship.policy import RetryPolicy, build_retrying
 from framework_ship.shiplog import Attempt, ShipLog
 
 

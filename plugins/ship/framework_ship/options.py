@@ -11,15 +11,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from framework.errors import UsageError
+from framework.settings import default
 from framework_ship.policy import RetryPolicy
 
 # Measured (bench/bench_ship.py, docs/benchmarks.md) against the reference server:
 # 250 was the fastest size in one scan and within 13% of 500 in the other, while it
 # stays half the server's default limit (500: a 413 above) and a request under 100 KB.
 DEFAULT_BATCH_SIZE = 250
-# What requests in flight get at a stop before they are abandoned (the crawl's
-# FRAMEWORK_STOP_GRACE default, framework.crawl.stopping.GRACE_S).
-STOP_GRACE_S = 5.0
+# What requests in flight get at a stop before they are abandoned: the crawl's
+# FRAMEWORK_STOP_GRACE default, one number for both.
+STOP_GRACE_S: float = default("FRAMEWORK_STOP_GRACE")
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from framework.workspace.leases import pid_alive
+from framework.workspace import pid_alive
 from framework_ship.pg_db import ShipDb
 
 if TYPE_CHECKING:

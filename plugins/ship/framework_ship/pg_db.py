@@ -24,7 +24,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from framework.errors import WorkspaceError
-from framework.workspace.postgres_base import PgBase
+from framework.workspace import PgBase
 
 if TYPE_CHECKING:
     import psycopg

@@ -11,12 +11,9 @@ never sleeps by itself: ``sleep`` is injected so tests never wait.
 
 from __future__ import annotations
 
-import math
-import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from email.utils import parsedate_to_datetime
 from typing import Protocol
 
 from tenacity import (
@@ -30,9 +27,9 @@ from tenacity import (
 from tenacity.stop import stop_base
 from tenacity.wait import wait_base
 
-DEFAULT_RETRY_AFTER_CAP = 300.0
+from framework.http_dates import parse_retry_after as parse_retry_after  # the one reader
 
-_DELTA_RE = re.compile(r"^\s*(\d+)\s*$")
+DEFAULT_RETRY_AFTER_CAP = 300.0
 
 
 @dataclass(frozen=True)
@@ -53,35 +50,6 @@ class RetryPolicy:
         for name in ("max_delay", "initial_wait", "max_wait", "jitter", "retry_after_cap"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must not be negative")
-
-
-def parse_retry_after(value: str | None, now: float) -> float | None:
-    """Seconds to wait demanded by a ``Retry-After`` header, or None if absent/invalid.
-
-    RFC 9110 10.2.3: either delta-seconds (a non-negative integer) or an HTTP-date
-    (IMF-fixdate, and the obsolete RFC 850 and asctime forms a recipient must accept).
-    A date in the past means "now" (0). ``now`` is epoch seconds.
-    """
-    if value is None:
-        return None
-    match = _DELTA_RE.match(value)
-    if match:
-        return float(int(match.group(1)))
-    try:
-        when = parsedate_to_datetime(value.strip())
-    except (TypeError, ValueError, IndexError):
-        return None
-    if when is None:  # pragma: no cover - older Pythons returned None
-        return None
-    if when.tzinfo is None:
-        # asctime carries no zone; HTTP dates are always GMT.
-        from datetime import UTC
-
-        when = when.replace(tzinfo=UTC)
-    seconds = when.timestamp() - now
-    if math.isnan(seconds):
-        return None
-    return max(0.0, seconds)
 
 
 class HasRetryAfter(Protocol):

@@ -168,5 +168,7 @@ def test_the_plugin_only_adds_a_command_so_a_crawl_runs_none_of_it() -> None:
 
     groups = {ep.group for ep in distribution("framework-dashboard").entry_points}
     # no renderer, status section, copy hook or Scrapy component: a crawl, a status
-    # and a ship load nothing of the dashboard, whether it runs or not
-    assert groups == {"framework.commands"}
+    # and a ship load nothing of the dashboard, whether it runs or not; the metrics
+    # server is loaded only for --metrics-port (test_metrics_port.py proves a crawl
+    # without it imports none of the plugin)
+    assert groups == {"framework.commands", "framework.metrics"}

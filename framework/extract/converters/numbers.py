@@ -1,0 +1,296 @@
+"""Reading one number out of a text: separators, signs, currencies, magnitudes, ranges
+and was/now texts, by the rules of the contract (:mod:`framework.extract.convert`).
+Numbers and prices both read their digits here; the plain texts never come here (the
+fast path of ``to_number``)."""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from decimal import Decimal
+from itertools import pairwise
+
+from framework.extract.converters.context import ConversionError, ConvertContext, short
+
+__all__ = ["Found", "chosen", "magnitude_factor", "numbers_in", "parse_number", "scaled_by"]
+
+# One number as written: an optional leading dot (".5"), digits joined by marks (each
+# checked afterwards), spaces or apostrophes only before a group of exactly three
+# digits, an exponent not glued to a word ("1e3", not "1e3a").
+_TOKEN = re.compile(
+    r"(?P<dot>\.)?(?P<body>\d+(?:(?:[.,_]|['\u00a0\u202f\u2009 ](?=\d{3}(?!\d)))\d+)*)"
+    r"(?P<exp>[eE][-+\u2212]?\d+(?![^\W\d_]))?"
+)
+_SPACES = str.maketrans("", "", "'\u00a0\u202f\u2009 ")
+# currency symbols (Unicode's Sc category, the common ones) and what is written like one
+_SYMBOLS = "$\u00a2\u00a3\u00a5\u20a0-\u20bf\ufdfc\ufe69\uff04\uffe0\uffe1\uffe5\uffe6\u0e3f\u09f3"
+_CURRENCY = (
+    rf"(?:[A-Za-z]{{0,3}}[{_SYMBOLS}]|(?<![A-Za-z])(?:[A-Z]{{3}}|Rp|Rs\.?|kr|z\u0142|K\u010d|lei))"
+)
+# a sign before the digits, with a currency between or not ("-$5", "$-5", "-EUR 5")
+_SIGN_BEFORE = re.compile(rf"([-+\u2212])\s?(?:{_CURRENCY}\s?)?$")
+_CURRENCY_ANY = re.compile(_CURRENCY)
+_CURRENCY_BEFORE = re.compile(rf"{_CURRENCY}\s?[-+\u2212]?\s?$")
+_CURRENCY_AFTER = re.compile(rf"\s?{_CURRENCY}(?![A-Za-z])")
+_MAGNITUDES = {
+    "k": 1_000,
+    "K": 1_000,
+    "thousand": 1_000,
+    "rb": 1_000,
+    "ribu": 1_000,
+    "M": 1_000_000,
+    "MM": 1_000_000,
+    "mln": 1_000_000,
+    "mio": 1_000_000,
+    "Mio": 1_000_000,
+    "million": 1_000_000,
+    "jt": 1_000_000,
+    "juta": 1_000_000,
+    "lakh": 100_000,
+    "crore": 10_000_000,
+    "B": 1_000_000_000,
+    "bn": 1_000_000_000,
+    "Bn": 1_000_000_000,
+    "BN": 1_000_000_000,
+    "Mrd": 1_000_000_000,
+    "mrd": 1_000_000_000,
+    "billion": 1_000_000_000,
+    "miliar": 1_000_000_000,
+    "trillion": 1_000_000_000_000,
+}
+_MAGNITUDE = re.compile(
+    r"\s?(?P<word>"
+    + "|".join(sorted(map(re.escape, _MAGNITUDES), key=len, reverse=True))
+    + r"|(?i:thousand|million|billion|trillion)s?)\.?(?![^\W\d_])"
+)
+# what joins the two ends of a range: "10-20", "$10 - $20", "10 to 20", "10 bis 20"
+_RANGE_JOIN = re.compile(
+    r"\s*(?:[-\u2013\u2014~]|to|bis|sampai|hingga|s/d|until|through|au|a)\s*", re.IGNORECASE
+)
+_WAS_NOW = re.compile(
+    r"\b(?:was|now|save|instead|before|regular|reg|orig|original|originally|rrp|msrp|"
+    r"sale|off|statt|jetzt|dulu|sekarang|hemat)\b",
+    re.IGNORECASE,
+)
+_CODE = re.compile(r"[A-Z]{3}")
+
+
+def _money_only(text: str) -> bool:
+    """Nothing but spaces, currency symbols and at most one three-letter code: what may
+    stand beside an accounting amount inside or around its parentheses."""
+    rest = "".join(c for c in text if not (c.isspace() or unicodedata.category(c) == "Sc"))
+    return not rest or _CODE.fullmatch(rest) is not None
+
+
+def _accounting_negative(text: str, start: int, end: int) -> bool:
+    """Parentheses make a number negative only when they enclose the whole value: the
+    accounting ``(1,234)``, not ``In stock (15 available)`` nor ``Total 5 (approx)``."""
+    before, after = text[:start], text[end:]
+    open_at, close_at = before.rfind("("), after.find(")")
+    if open_at < 0 or close_at < 0:
+        return False
+    return (
+        _money_only(before[:open_at])
+        and _money_only(before[open_at + 1 :])
+        and _money_only(after[:close_at])
+        and _money_only(after[close_at + 1 :])
+    )
+
+
+def _grouped(head: str, groups: list[str], indian: bool) -> bool:
+    """Whether ``head`` then ``groups`` are thousands groups: a head of 1-3 digits that
+    does not start with 0, then groups of three (or 2-2-...-3, the Indian way)."""
+    if not 1 <= len(head) <= 3 or head[0] == "0":
+        return False
+    if all(len(g) == 3 for g in groups):
+        return True
+    return indian and len(groups[-1]) == 3 and all(len(g) == 2 for g in groups[:-1])
+
+
+def _digits(body: str, text: str) -> str:
+    """The digits of a number as Python reads them (``1234.5``), by the separator
+    rules; raises when the marks group nothing a person would write."""
+    if "_" in body:
+        raise ConversionError(f"not a number: {short(text)} (digits joined by '_')")
+    spaced = body != (body := body.translate(_SPACES))
+    dots, commas = body.count("."), body.count(",")
+    if not dots and not commas:
+        return body
+    if dots and commas:
+        decimal = "." if body.rfind(".") > body.rfind(",") else ","
+        group = "," if decimal == "." else "."
+        whole, _, frac = body.rpartition(decimal)
+        parts = whole.split(group)
+        if decimal in whole or spaced or not _grouped(parts[0], parts[1:], group == ","):
+            raise ConversionError(f"not a number: {short(text)} (marks that group nothing)")
+        return "".join(parts) + "." + frac
+    mark = "." if dots else ","
+    parts = body.split(mark)
+    if len(parts) > 2:
+        if spaced or not _grouped(parts[0], parts[1:], mark == ","):
+            raise ConversionError(f"not a number: {short(text)} (version-like marks)")
+        return "".join(parts)
+    head, tail = parts
+    if mark == "," and len(tail) == 3 and not spaced and head[0] != "0":
+        if len(head) > 3:
+            raise ConversionError(f"not a number: {short(text)} (a ',' that groups nothing)")
+        return head + tail  # 1,234: thousands
+    return head + "." + tail
+
+
+_DECIMAL = re.compile(r"\d+(?:\.\d+)?")
+
+
+class Found:
+    """One number of a text, read: its value before any sign, where it stands, and
+    what stands with it (a sign, a currency, a magnitude, a percent sign)."""
+
+    __slots__ = (
+        "end",
+        "magnitude",
+        "money",
+        "negative",
+        "num_end",
+        "percent",
+        "start",
+        "value",
+    )
+
+    def __init__(self, m: re.Match[str], text: str, magnitude: bool) -> None:
+        start = m.start()
+        body = m.group("body")
+        lead = m.group("dot") is not None
+        if lead and start > 0 and _joins(text[start - 1]):
+            lead, start = False, start + 1  # "No.5" is five, not 0.5
+        if lead and not body.isdigit():
+            raise ConversionError(f"not a number: {short(text)} (a dot before marks)")
+        version = "." in body and start > 0 and text[start - 1] in "vV"
+        if version and (start == 1 or not _joins(text[start - 2])):
+            raise ConversionError(f"not a number: {short(text)} (a version)")
+        digits = "0." + body if lead else _digits(body, text)
+        exp = m.group("exp")
+        if exp is not None and not lead and _DECIMAL.fullmatch(body) is None:
+            raise ConversionError(f"not a number: {short(text)} (an exponent after separators)")
+        try:
+            if exp is not None:
+                number: int | float = float(digits + "e" + exp[1:].replace("\u2212", "-"))
+            elif "." in digits:
+                number = float(digits)
+            else:
+                number = int(digits)
+        except ValueError as exc:
+            raise ConversionError(f"not a number: {short(text)}") from exc
+        end = self.num_end = m.end()
+        self.magnitude = ""
+        mag = _MAGNITUDE.match(text, end)
+        if mag is not None:
+            self.magnitude = mag.group("word")
+            if magnitude:
+                number = scaled_by(number, magnitude_factor(self.magnitude))
+                end = mag.end()
+        self.start, self.end, self.value = start, end, number
+        self.percent = text[end : end + 2].lstrip()[:1] == "%"
+        head = text[max(0, start - 12) : start]
+        sign = _SIGN_BEFORE.search(head)
+        self.negative = False
+        if sign is not None:
+            char = sign.group(1)
+            at = start - len(head) + sign.start(1)
+            # a hyphen that joins a word ("A-12", "EUR-5") is no sign
+            if at == 0 or not _joins(text[at - 1]):
+                self.negative = char != "+"
+        if not self.negative and "(" in text:
+            self.negative = _accounting_negative(text, start, end)
+        self.money = (
+            _CURRENCY_BEFORE.search(head) is not None
+            or _CURRENCY_AFTER.match(text, end) is not None
+        )
+
+    @property
+    def signed(self) -> int | float:
+        return -self.value if self.negative else self.value
+
+
+def magnitude_factor(word: str) -> int:
+    return _MAGNITUDES.get(word) or _MAGNITUDES[word.lower().rstrip("s")]
+
+
+def _joins(c: str) -> bool:
+    """A character a hyphen after it joins a word to (``A-12``), so that it is no sign."""
+    return c.isalnum() or c == "_"
+
+
+def scaled_by(number: int | float, factor: int) -> int | float:
+    """``number`` times ``factor``, exact for the decimals people write (1.2K is 1200,
+    not 1199.9999999999998)."""
+    if isinstance(number, int):
+        return number * factor
+    scaled = Decimal(repr(number)) * factor
+    return int(scaled) if scaled == scaled.to_integral_value() else float(scaled)
+
+
+def numbers_in(text: str, magnitude: bool) -> list[Found]:
+    found = [Found(m, text, magnitude) for m in _TOKEN.finditer(text)]
+    for a, b in pairwise(found):
+        if b.negative and _is_range(text, a, b):
+            b.negative = False  # "10 - 20": the dash joins a range
+    return found
+
+
+def _is_range(text: str, a: Found, b: Found) -> bool:
+    between = text[a.end : b.start]
+    between = _CURRENCY_ANY.sub("", between) if between.strip() else between
+    return _RANGE_JOIN.fullmatch(between) is not None
+
+
+def _ambiguous(text: str, found: list[Found], *, price: bool) -> str | None:
+    """Why a text with several numbers cannot give one without a ``pick:``, or None."""
+    for a, b in pairwise(found):
+        if _is_range(text, a, b):
+            return "a range"
+    if sum(1 for f in found if f.money) > 1:
+        return "several amounts"
+    if not price and _WAS_NOW.search(text) is not None:
+        return "a was/now text"
+    return None
+
+
+def _picked(found: list[Found], pick: str) -> Found:
+    if pick == "first":
+        return found[0]
+    if pick == "last":
+        return found[-1]
+    if pick == "min":
+        return min(found, key=lambda f: f.signed)
+    return max(found, key=lambda f: f.signed)
+
+
+def chosen(
+    text: str, found: list[Found], among: list[Found], ctx: ConvertContext, *, price: bool
+) -> Found:
+    """The number of ``among`` (``found``, or a price's amounts with a currency) that
+    ``text`` gives: the field's ``pick``, else the only one there is; raises when
+    several leave the choice open or it has a magnitude the field does not read."""
+    if ctx.pick is not None:
+        one = _picked(among, ctx.pick)
+    else:
+        why = _ambiguous(text, found, price=price) if len(found) > 1 else None
+        if why is None and price and len(among) > 1:
+            why = "several numbers, none with a currency"
+        if why is not None:
+            raise ConversionError(
+                f"{short(text)} is {why}: `pick:` (first, last, min, max) chooses"
+            )
+        one = among[0]
+    if one.magnitude and not ctx.magnitude:
+        raise ConversionError(
+            f"{short(text)} has a magnitude ({one.magnitude!r}): `magnitude: true` reads it"
+        )
+    return one
+
+
+def parse_number(text: str, ctx: ConvertContext) -> int | float:
+    found = numbers_in(text, ctx.magnitude)
+    if not found:
+        raise ConversionError(f"no number in {text!r}")
+    return chosen(text, found, found, ctx, price=False).signed
