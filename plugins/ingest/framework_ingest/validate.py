@@ -44,6 +44,44 @@ _DECODER = json.JSONDecoder(parse_constant=_no_constants)
 _WHITESPACE = re.compile(r"[ \t\n\r]*")
 
 
+# A JSON value's tokens as the nesting scan needs them: strings (skipped whole, so a
+# bracket inside one is text), brackets, and the colon that ends an object's key.
+_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}:]')
+
+
+@dataclass(frozen=True)
+class TooDeep:
+    """A value the parser ran out of recursion on: nested far deeper than
+    :data:`MAX_DEPTH` (the parser's limit is near a thousand levels), so never stored.
+    ``field`` is the key of the item under which the nesting is (``""`` for the value
+    itself): :func:`prepare` answers it as that field's 422, as it does a value it
+    could parse and then found too deep."""
+
+    field: str
+
+
+def _too_deep_at(text: str, start: int) -> tuple[TooDeep, int]:
+    """The value that starts at ``start`` read as a :class:`TooDeep`, and where it ends:
+    a scan without recursion (the value is as deep as a hostile client made it)."""
+    depth = 0
+    key = field = None
+    last: str | None = None
+    for m in _TOKENS.finditer(text, start):
+        part = m.group()
+        if part in "[{":
+            depth += 1
+            if depth > MAX_DEPTH + 1 and field is None:
+                field = key if key is not None else ""
+        elif part in "]}":
+            depth -= 1
+            if depth == 0:
+                return TooDeep(field or ""), m.end()
+        elif part == ":" and depth == 1 and last is not None:
+            key = last  # the item's own key whose value comes next
+        last = json.loads(part) if part.startswith('"') else None
+    raise json.JSONDecodeError("Unterminated value", text, start)
+
+
 def _malformed(exc: Exception) -> ProblemError:
     detail = exc.msg if isinstance(exc, json.JSONDecodeError) else type(exc).__name__
     return ProblemError(400, "malformed-json", f"the body is not valid JSON: {detail}")
@@ -63,7 +101,15 @@ def parse_json(body: bytes) -> Any:
         raise ProblemError(400, "malformed-json", "the body is empty; expected JSON")
     try:
         return json.loads(body, parse_constant=_no_constants)
-    except (ValueError, RecursionError) as exc:
+    except RecursionError:
+        text = _text(body)
+        start = _WHITESPACE.match(text).end()  # type: ignore[union-attr]
+        try:
+            value, _ = _too_deep_at(text, start)
+        except ValueError as exc:
+            raise _malformed(exc) from exc
+        return value
+    except ValueError as exc:
         raise _malformed(exc) from exc
 
 
@@ -86,7 +132,11 @@ def parse_batch(body: bytes, max_batch: int) -> Any:
             pos += 1
         else:
             while True:
-                element, pos = _DECODER.raw_decode(text, pos)
+                try:
+                    element, pos = _DECODER.raw_decode(text, pos)
+                except RecursionError:
+                    # this element alone is refused (its 422); its neighbours go on
+                    element, pos = _too_deep_at(text, pos)
                 elements.append(element)
                 if len(elements) > max_batch:
                     raise ProblemError(
@@ -103,7 +153,7 @@ def parse_batch(body: bytes, max_batch: int) -> Any:
                 pos = _WHITESPACE.match(text, pos + 1).end()  # type: ignore[union-attr]
         if _WHITESPACE.match(text, pos).end() != len(text):  # type: ignore[union-attr]
             raise json.JSONDecodeError("Extra data", text, pos)
-    except (ValueError, RecursionError) as exc:
+    except ValueError as exc:
         raise _malformed(exc) from exc
     return elements
 
@@ -170,8 +220,10 @@ def prepare(obj: Any, *, batch: bool = False, idempotency_key: str | None = None
 
     Anything that would fail at storage or on the way back out (a time out of range
     in UTC, nesting deeper than :data:`MAX_DEPTH`) is refused here, as this item's 422."""
+    message = f"nests deeper than {MAX_DEPTH} levels"
+    if isinstance(obj, TooDeep):
+        raise _invalid([{"field": obj.field, "message": message}], None)
     if isinstance(obj, dict) and too_deep(obj.get("data")):
-        message = f"nests deeper than {MAX_DEPTH} levels"
         raise _invalid([{"field": "data", "message": message}], obj)
     model = BatchItemIn if batch else ItemIn
     try:

@@ -30,7 +30,7 @@ from framework_ingest.db import open_backend
 from framework_ingest.errors import IngestConfigError
 from framework_ingest.limits import ServerLimits
 from framework_ingest.serve import BackgroundServer
-from framework_ingest.validate import MAX_DEPTH
+from framework_ingest.validate import MAX_DEPTH, ItemInvalid
 
 from tests.fixtures import procs
 from tests.fixtures.ingest import IngestServer, make_item
@@ -553,3 +553,27 @@ def test_serving_beyond_loopback_without_auth_warns_at_start(tmp_path: Path) -> 
     with_token = serve("--token-env", "DOOR_TOKEN")
     assert with_token.returncode == 2, with_token.stderr
     assert "without auth" not in with_token.stderr
+
+
+def test_a_value_too_deep_for_the_parser_is_that_fields_422_too() -> None:
+    """Where the JSON parser itself runs out of recursion (how deep that is depends on
+    the stack the request is parsed on), the value is that field's 422, and in a batch
+    only that element's: never a 400 for the whole body."""
+    from framework_ingest.validate import TooDeep, parse_batch, parse_json, prepare
+
+    deep = deep_item_json("deep", 960).replace('"leaf"', '"[{le]af"')  # brackets as text
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(300)  # the parser gives up well before 960 levels
+    try:
+        single = parse_json(deep.encode())
+        batch = parse_batch(f"[{deep}, {json.dumps(make_item('next'))}]".encode(), 10)
+    finally:
+        sys.setrecursionlimit(limit)
+    assert single == TooDeep("data")
+    with pytest.raises(ItemInvalid) as refused:
+        prepare(single)
+    assert refused.value.problem["errors"] == [
+        {"field": "data", "message": f"nests deeper than {MAX_DEPTH} levels"}
+    ]
+    assert batch[0] == TooDeep("data")
+    assert batch[1]["dedupe_key"] == "test:next"
