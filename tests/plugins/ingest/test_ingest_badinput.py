@@ -52,8 +52,9 @@ MALFORMED: list[tuple[str, bytes]] = [
     ("nan", json.dumps(make_item("1")).replace('"title": "item 1"', '"title": NaN').encode()),
     ("infinity", b'{"data": {"x": -Infinity}}'),
     ("bad-utf8", b'{"dedupe_key": "\xff\xfe"}'),
-    ("too-deep", b"[" * 100_000 + b"]" * 100_000),
 ]
+
+TOO_DEEP = b"[" * 100_000 + b"]" * 100_000  # far past what the JSON parser recurses into
 
 
 @pytest.mark.parametrize("route", ["/v1/items", "/v1/items/batch"])
@@ -66,6 +67,22 @@ def test_malformed_json_is_400(
         f"{s.url}{route}", data=body, headers={"Content-Type": "application/json"}, timeout=10
     )
     assert_problem(r, 400, "malformed-json")
+    assert_nothing_written(s)
+
+
+def test_nesting_too_deep_to_parse_is_422_like_any_too_deep_value(
+    make_ingest_server: Callable[..., IngestServer],
+) -> None:
+    """However deep, nesting past 64 levels is the value's 422 (in a batch, the
+    element's), never a 400 whose boundary would depend on the parser's stack."""
+    s = make_ingest_server()
+    headers = {"Content-Type": "application/json"}
+    r = requests.post(f"{s.url}/v1/items", data=TOO_DEEP, headers=headers, timeout=10)
+    body = assert_problem(r, 422, "validation")
+    assert body["errors"] == [{"field": "", "message": "nests deeper than 64 levels"}]
+    r = requests.post(f"{s.url}/v1/items/batch", data=TOO_DEEP, headers=headers, timeout=10)
+    assert r.status_code == 200, r.text
+    assert [x["status_code"] for x in r.json()["results"]] == [422]
     assert_nothing_written(s)
 
 
