@@ -1,8 +1,8 @@
 """The value contract through the real CLI against a local site: a crawl, a preview
 and a reparse store (or refuse) the same values as the converter table
-(tests/extract/value_table.py, the source of truth) for a slice of its rows; a
-fallback taken because the first source's value failed is drift; and `validate`
-refuses rules that could never pass, with file:line:col and exit 2."""
+(tests/extract/value_table.py, the source of truth) for every row a page can carry as
+text (250 of 281); a fallback taken because the first source's value failed is drift;
+and `validate` refuses rules that could never pass, with file:line:col and exit 2."""
 
 from __future__ import annotations
 
