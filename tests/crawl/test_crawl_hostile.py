@@ -17,7 +17,6 @@ import json
 import signal
 import sqlite3
 import subprocess
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -27,6 +26,7 @@ import pytest
 from tests.fixtures import procs
 from tests.fixtures.crawl import CLI, events, url_log, workspace_items
 from tests.fixtures.hostile import HostileServer
+from tests.fixtures.wait import wait_for
 
 EXIT_USAGE = 2
 EXIT_HALTED = 4
@@ -382,6 +382,10 @@ pages:
     assert "nothing to do" in again.stderr
 
 
+def _running(proc: subprocess.Popen[str]) -> None:
+    assert proc.poll() is None, proc.communicate()[1][-3000:]
+
+
 @pytest.mark.kill
 @pytest.mark.timeout(240)
 def test_a_stop_does_not_wait_for_every_downloaded_page_to_be_read(
@@ -427,11 +431,12 @@ pages:
         text=True,
     )
     try:
-        deadline = time.monotonic() + 120
-        while sum(site.hits(t) for t in traps) < 1:
-            assert proc.poll() is None, proc.communicate()[1][-3000:]
-            assert time.monotonic() < deadline, "no trap page was ever fetched"
-            time.sleep(0.05)
+        wait_for(
+            lambda: sum(site.hits(t) for t in traps) >= 1,
+            120,
+            "a trap page fetched",
+            alive=lambda: _running(proc),
+        )
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=120)
     finally:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ import pytest
 
 from tests.fixtures import procs
 from tests.fixtures.crawl import CLI, run_cli
+from tests.fixtures.wait import wait_for
 from tests.plugins.dashboard.helpers import serve
 
 pytestmark = [pytest.mark.browser, pytest.mark.kill, pytest.mark.slow]
@@ -44,14 +44,7 @@ def _chromium() -> str:
 
 
 def _wait(what: str, condition: Callable[[], Any], timeout: float = 60) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        found = condition()
-        if found:
-            return found
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {timeout}s: {what}")
-        time.sleep(0.05)
+    return wait_for(condition, timeout, what)
 
 
 def _figures(page: Any) -> dict[str, str]:

@@ -34,6 +34,7 @@ from framework_ingest.validate import MAX_DEPTH, ItemInvalid
 
 from tests.fixtures import procs
 from tests.fixtures.ingest import IngestServer, make_item
+from tests.fixtures.wait import wait_for
 
 FRAMEWORK = str(Path(sys.executable).parent / "framework")
 
@@ -93,13 +94,6 @@ def is_closed(sock: socket.socket) -> bool:
         return sock.recv(1, socket.MSG_PEEK) == b""
     except ConnectionResetError:
         return True
-
-
-def wait_for(condition: Callable[[], bool], within: float, what: str) -> None:
-    deadline = time.monotonic() + within
-    while not condition():
-        assert time.monotonic() < deadline, f"not within {within}s: {what}"
-        time.sleep(0.02)
 
 
 def head(path: str, length: int) -> bytes:

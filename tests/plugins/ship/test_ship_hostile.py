@@ -24,6 +24,7 @@ from framework.cli import main
 from framework.workspace import Workspace
 from tests.fixtures import procs
 from tests.fixtures.ship import Fault, FaultEndpoint, put_items
+from tests.fixtures.wait import wait_for
 
 FRAMEWORK = str(Path(sys.executable).parent / "framework")
 REMOTE = "http://ingest.example.test"  # never resolved: reached through a proxy, or refused
@@ -279,11 +280,12 @@ def test_sigterm_abandons_a_dripping_request_within_the_stop_grace(
         text=True,
         env={**os.environ, "FRAMEWORK_HOME": str(home)},
     )  # fmt: skip
-    deadline = time.monotonic() + 60
-    while endpoint.requests < int(concurrency):  # every worker waits on a drip
-        assert time.monotonic() < deadline, "the shipper never sent"
-        assert proc.poll() is None
-        time.sleep(0.05)
+    wait_for(  # every worker waits on a drip
+        lambda: endpoint.requests >= int(concurrency),
+        60,
+        "the shipper sending",
+        alive=lambda: proc.poll() is None or pytest.fail("the shipper exited"),
+    )
     signalled = time.monotonic()
     proc.send_signal(signal.SIGTERM)
     out, err = proc.communicate(timeout=60)
