@@ -17,6 +17,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+from framework.redact import redact_url
+
 # The commands that read a job's workspace (each takes --workspace)
 WORKSPACE_VERBS = frozenset(("crawl", "reparse", "status", "requeue", "review", "export", "ship"))
 # The commands that read the spec itself, and so take a path to it as well as a job name;
@@ -37,7 +39,8 @@ class Locator:
         user gave it where the command reads the spec, else the job's name."""
         words = ["framework", verb, self.job if verb in SPEC_VERBS else self.name, *args]
         if self.workspace is not None and verb in WORKSPACE_VERBS:
-            words += ["--workspace", self.workspace]
+            # a database URL's password never reaches a hint (they are logged)
+            words += ["--workspace", redact_url(self.workspace)]
         return shlex.join(words)
 
     def located(self, message: str) -> str:

@@ -129,6 +129,11 @@ def test_a_hint_gets_the_flags_of_its_own_job_only() -> None:
         "`framework export demo -o FILE --workspace '/data/the ws'`; "
         "`framework status demo --workspace /elsewhere` is located already"
     )
+    # a database workspace's password is masked, as everywhere a line is logged
+    db = Locator("demo", "demo", "postgresql://u:s3cret-pw@db.local/jobs")
+    hint = db.located("see `framework status demo`")
+    assert "s3cret-pw" not in hint
+    assert "--workspace 'postgresql://[redacted]@db.local/jobs'" in hint
     # a job named as it is, in its default workspace: nothing to add
     plain = Locator("demo", "demo")
     assert plain.located("see `framework status demo`") == "see `framework status demo`"
