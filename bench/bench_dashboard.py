@@ -31,7 +31,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 
-from bench_spider import PY, SAME, SPEC, Site, setting_args  # noqa: E402
+from bench_common import PY, Site, setting_args  # noqa: E402
+from bench_spider import SAME, SPEC  # noqa: E402
 
 CLI = [PY, "-c", "from framework.cli import entry; entry()"]
 

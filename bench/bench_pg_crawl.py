@@ -31,7 +31,6 @@ unless ``--keep``). Loopback only; the site and every crawl are stopped at the e
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import resource
 import secrets
@@ -43,7 +42,6 @@ import sys
 import tempfile
 import threading
 import time
-import urllib.request
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -53,44 +51,15 @@ from urllib.parse import quote, urlsplit
 import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_common import PY, ROOT, Site
 
 from framework.demo.data import PER_PAGE
 from framework.workspace import Workspace
 
-ROOT = Path(__file__).resolve().parent.parent
-PY = sys.executable
 FRAMEWORK = [PY, "-c", "import sys; from framework.cli import main; sys.exit(main())"]
 SPEC = ROOT / "bench" / "specs" / "bench.yaml"
-
-
-class Site:
-    """The demo site in a child process, with ``delay`` seconds before each answer."""
-
-    def __init__(self, cases: int, delay: float) -> None:
-        argv = [PY, "-m", "framework.demo.site", "--cases", str(cases), "--no-edge-cases"]
-        if delay:
-            argv += ["--delay", str(delay)]
-        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, cwd=ROOT)
-        assert self.proc.stdout is not None
-        self.url = self.proc.stdout.readline().strip()
-        if not self.url.startswith("http://127.0.0.1:"):
-            self.stop()
-            raise RuntimeError(f"demo site did not start: {self.url!r}")
-
-    def reset(self) -> None:
-        req = urllib.request.Request(self.url + "/_stats/reset", data=b"", method="POST")  # noqa: S310
-        urllib.request.urlopen(req, timeout=10).read()  # noqa: S310 - our loopback site
-
-    def served(self) -> int:
-        with urllib.request.urlopen(self.url + "/_stats", timeout=10) as resp:  # noqa: S310
-            return int(json.load(resp)["total"])
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            self.proc.wait(10)
-        if self.proc.stdout is not None:
-            self.proc.stdout.close()
 
 
 class PgCpu:

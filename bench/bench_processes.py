@@ -28,7 +28,6 @@ import argparse
 import os
 import resource
 import shlex
-import shutil
 import statistics
 import subprocess
 import sys
@@ -40,7 +39,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench_spider import SPEC, Site
+from bench_common import Site, finish
+from bench_spider import SPEC
 
 from framework.workspace import Workspace
 
@@ -197,10 +197,7 @@ def main() -> None:
         a, b = items(one), items(two)
         same = a == b
         print(f"items one vs two (round 1): {len(a)} vs {len(b)}, identical: {same}")
-    if args.keep:
-        print(f"work folder kept: {work}")
-    else:
-        shutil.rmtree(work, ignore_errors=True)
+    finish(work, args.keep)
 
 
 if __name__ == "__main__":

@@ -62,7 +62,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 
-from bench_spider import SAME, SPEC, Site, setting_args  # noqa: E402
+from bench_common import Site, finish, print_setup, setting_args  # noqa: E402
+from bench_spider import SAME, SPEC  # noqa: E402
 
 CLI = [sys.executable, "-c", "from framework.cli import entry; entry()"]  # what `framework` runs
 VARIANTS = (
@@ -235,13 +236,7 @@ def main() -> None:
         _, _, state_nostore = disk(runs["crawl-nostore"][-1].workspace)
     finally:
         site.stop()
-    print()
-    print(f"command: {command}")
-    print(
-        f"site: {args.cases} cases ({args.cases + -(-args.cases // 10)} pages), {site.url}; "
-        f"machine: {os.cpu_count()} cores, shared with other work; python "
-        f"{sys.version.split()[0]}"
-    )
+    print_setup(command, args.cases, site.url, ", shared with other work")
     print()
     print(
         "| variant | median wall s | median CPU s | requests served | failed runs | load (1 min) |"
@@ -315,10 +310,7 @@ def main() -> None:
             "no-op reparse read nothing"
         )
     )
-    if args.keep:
-        print(f"work folder kept: {work}")
-    else:
-        shutil.rmtree(work, ignore_errors=True)
+    finish(work, args.keep)
 
 
 if __name__ == "__main__":

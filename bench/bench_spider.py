@@ -33,21 +33,19 @@ import json
 import os
 import resource
 import shlex
-import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import psutil
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-ROOT = Path(__file__).resolve().parent.parent
-PY = sys.executable
+from bench_common import PY, ROOT, Site, finish, print_setup, setting_args
+
 SCRAPY = [PY, "-m", "scrapy"]
 SPEC = ROOT / "bench" / "specs" / "bench.yaml"
 HANDWRITTEN = ROOT / "bench" / "handwritten_spider.py"
@@ -107,46 +105,6 @@ class Run:
     @property
     def pages_per_s(self) -> float:
         return self.pages / self.wall if self.wall else 0.0
-
-
-class Site:
-    """The bench site in a child process."""
-
-    def __init__(self, cases: int) -> None:
-        argv = [PY, "-m", "framework.demo.site", "--cases", str(cases), "--no-edge-cases"]
-        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, cwd=ROOT)
-        assert self.proc.stdout is not None
-        self.url = self.proc.stdout.readline().strip()
-        if not self.url.startswith("http://127.0.0.1:"):
-            self.stop()
-            raise RuntimeError(f"bench site did not start: {self.url!r}")
-        self.ps = psutil.Process(self.proc.pid)
-
-    def cpu(self) -> float:
-        t = self.ps.cpu_times()
-        return float(t.user + t.system)
-
-    def reset(self) -> None:
-        req = urllib.request.Request(self.url + "/_stats/reset", data=b"", method="POST")  # noqa: S310
-        urllib.request.urlopen(req, timeout=10).read()  # noqa: S310 - our loopback site
-
-    def served(self) -> int:
-        with urllib.request.urlopen(self.url + "/_stats", timeout=10) as resp:  # noqa: S310
-            return int(json.load(resp)["total"])
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            self.proc.wait(10)
-        if self.proc.stdout is not None:
-            self.proc.stdout.close()
-
-
-def setting_args(settings: dict[str, str]) -> list[str]:
-    out: list[str] = []
-    for k, v in settings.items():
-        out += ["-s", f"{k}={v}"]
-    return out
 
 
 def generated_command(
@@ -366,12 +324,7 @@ def main() -> None:
                 )
     finally:
         site.stop()
-    print()
-    print(f"command: {command}")
-    print(
-        f"site: {args.cases} cases ({args.cases + -(-args.cases // 10)} pages), {site.url}; "
-        f"machine: {os.cpu_count()} cores; python {sys.version.split()[0]}"
-    )
+    print_setup(command, args.cases, site.url)
     print("same settings: " + " ".join(f"{k}={v}" for k, v in SAME.items()))
     print(f"load average at the end: {os.getloadavg()}")
     print()
@@ -402,10 +355,7 @@ def main() -> None:
             print(f"wall-time ratio {a} / {b}: {ratio:.3f}x (crawler CPU: {cpu_ratio:.3f}x)")
             print(f"  median of the per-round wall-time ratios: {paired:.3f}x")
             print(f"  items: {compare_feeds(runs[a][0].feed, runs[b][0].feed)}")
-    if args.keep:
-        print(f"work folder kept: {work}")
-    else:
-        shutil.rmtree(work, ignore_errors=True)
+    finish(work, args.keep)
 
 
 if __name__ == "__main__":

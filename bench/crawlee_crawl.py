@@ -22,41 +22,14 @@ import asyncio
 import json
 import logging
 import sys
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from handwritten_spider import _NOT_AMOUNT, SOURCE_TYPE, clean
+from handwritten_spider import case_item
 
 IN_FLIGHT = 16
-
-
-def case_item(sel: Any) -> dict[str, Any] | None:
-    """The detail page's record, exactly as handwritten_spider.parse_case builds it."""
-    case_id = clean(sel.css("#case-number::text").get())
-    title = clean(sel.css("h1.title::text").get())
-    if not case_id or not title:
-        return None
-    amount_text = sel.css(".amount::text").get() or sel.css("[data-field=amount]::text").get()
-    amount = None
-    if amount_text:
-        amount = float(_NOT_AMOUNT.sub("", amount_text).replace(",", "."))
-    filed = clean(sel.css(".filed::text").get())
-    return {
-        "dedupe_key": f"{SOURCE_TYPE}:{case_id}",
-        "source_type": SOURCE_TYPE,
-        "source_id": case_id,
-        "title": title,
-        "court": clean(sel.css(".court::text").get()),
-        "filed": datetime.strptime(filed, "%d.%m.%Y").date().isoformat() if filed else None,
-        "amount": amount,
-        "room": clean(sel.css(".room::text").get()),
-        "plaintiff": clean(sel.css(".plaintiff::text").get()),
-        "defendant": clean(sel.css(".defendant::text").get()),
-        "judges": [clean(j) for j in sel.css("ul.judges li::text").getall()],
-    }
 
 
 async def crawl(base: str, storage: str, folder: Path | None, out: Path) -> int:

@@ -16,6 +16,7 @@ from datetime import datetime
 from typing import Any
 
 import scrapy
+from parsel import Selector
 from scrapy.http import Response
 
 SOURCE_TYPE = "bench"
@@ -43,31 +44,39 @@ class HandwrittenSpider(scrapy.Spider):
             yield response.follow(next_page, self.parse)
 
     def parse_case(self, response: Response) -> Iterator[dict[str, Any]]:
-        case_id = clean(response.css("#case-number::text").get())
-        title = clean(response.css("h1.title::text").get())
-        if not case_id or not title:
+        item = case_item(response)
+        if item is None:
             self.logger.warning("missing required field on %s", response.url)
             self.crawler.stats.inc_value("handwritten/missing_required")
             return
-        amount_text = (
-            response.css(".amount::text").get() or response.css("[data-field=amount]::text").get()
-        )
-        amount = None
-        if amount_text:
-            amount = float(_NOT_AMOUNT.sub("", amount_text).replace(",", "."))
-            if amount < 0:
-                self.logger.warning("amount below 0 on %s", response.url)
-        filed = clean(response.css(".filed::text").get())
-        yield {
-            "dedupe_key": f"{SOURCE_TYPE}:{case_id}",
-            "source_type": SOURCE_TYPE,
-            "source_id": case_id,
-            "title": title,
-            "court": clean(response.css(".court::text").get()),
-            "filed": datetime.strptime(filed, "%d.%m.%Y").date().isoformat() if filed else None,
-            "amount": amount,
-            "room": clean(response.css(".room::text").get()),
-            "plaintiff": clean(response.css(".plaintiff::text").get()),
-            "defendant": clean(response.css(".defendant::text").get()),
-            "judges": [clean(j) for j in response.css("ul.judges li::text").getall()],
-        }
+        if item["amount"] is not None and item["amount"] < 0:
+            self.logger.warning("amount below 0 on %s", response.url)
+        yield item
+
+
+def case_item(sel: Response | Selector) -> dict[str, Any] | None:
+    """A case's detail page as its item; None when the case number or title is missing.
+    (A function of the page, not of the spider: bench/crawlee_crawl.py builds its items
+    with it too, so every crawler extracts alike.)"""
+    case_id = clean(sel.css("#case-number::text").get())
+    title = clean(sel.css("h1.title::text").get())
+    if not case_id or not title:
+        return None
+    amount_text = sel.css(".amount::text").get() or sel.css("[data-field=amount]::text").get()
+    amount = None
+    if amount_text:
+        amount = float(_NOT_AMOUNT.sub("", amount_text).replace(",", "."))
+    filed = clean(sel.css(".filed::text").get())
+    return {
+        "dedupe_key": f"{SOURCE_TYPE}:{case_id}",
+        "source_type": SOURCE_TYPE,
+        "source_id": case_id,
+        "title": title,
+        "court": clean(sel.css(".court::text").get()),
+        "filed": datetime.strptime(filed, "%d.%m.%Y").date().isoformat() if filed else None,
+        "amount": amount,
+        "room": clean(sel.css(".room::text").get()),
+        "plaintiff": clean(sel.css(".plaintiff::text").get()),
+        "defendant": clean(sel.css(".defendant::text").get()),
+        "judges": [clean(j) for j in sel.css("ul.judges li::text").getall()],
+    }

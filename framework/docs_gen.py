@@ -56,6 +56,12 @@ _HEADER = (
 )
 
 
+def _head(source: str, title: str, intro: str) -> list[str]:
+    """The first lines of a generated page, each page alike: the mark that it is made
+    from ``source`` (not to be edited), its title and what it lists."""
+    return [_HEADER.format(source=source).rstrip("\n"), "", f"# {title}", "", intro, ""]
+
+
 class Undocumented(Exception):
     """Keys or settings the code has and the meanings lack (or the other way round).
 
@@ -233,15 +239,14 @@ class _SpecRenderer:
             raise Undocumented(problems)
         parents = self.parents()
         lines = [
-            _HEADER.format(source="the JSON Schema of the spec models").rstrip("\n"),
-            "",
-            "# Spec keys",
-            "",
-            "Every key of `projects/<job>/job.yaml`: its type, its default and the values "
-            "it allows, as `framework validate` checks them (`framework schema` prints "
-            "the same as a JSON Schema for editors). What the keys are for, with "
-            "examples, is in [the job spec language](../spec-reference.md).",
-            "",
+            *_head(
+                "the JSON Schema of the spec models",
+                "Spec keys",
+                "Every key of `projects/<job>/job.yaml`: its type, its default and the values "
+                "it allows, as `framework validate` checks them (`framework schema` prints "
+                "the same as a JSON Schema for editors). What the keys are for, with "
+                "examples, is in [the job spec language](../spec-reference.md).",
+            ),
             "Contents: " + ", ".join(self.link(name) for name in self.order()) + ".",
         ]
         for name in self.order():
@@ -335,14 +340,13 @@ def render_cli(root: click.Group | None = None) -> str:
     assert root is not None
     ctx = click.Context(root, info_name="framework", **_settings(root))
     lines = [
-        _HEADER.format(source="the commands' own --help").rstrip("\n"),
-        "",
-        "# Command line",
-        "",
-        "Every `framework` command with its `--help`, as the installed commands and "
-        "plugins print it. The exit codes are the same everywhere: 0 done, 2 a usage "
-        "or spec error, 3 come back later (a checkpoint), 4 a human must look.",
-        "",
+        *_head(
+            "the commands' own --help",
+            "Command line",
+            "Every `framework` command with its `--help`, as the installed commands and "
+            "plugins print it. The exit codes are the same everywhere: 0 done, 2 a usage "
+            "or spec error, 3 come back later (a checkpoint), 4 a human must look.",
+        ),
         "## framework",
         "",
         "```text",
@@ -424,17 +428,16 @@ def render_settings(
         return _value_of(row.kind, row.low)
 
     lines = [
-        _HEADER.format(source="framework/settings.py (SETTINGS)").rstrip("\n"),
-        "",
-        "# Settings",
-        "",
-        "Precedence, lowest first: Scrapy's defaults, the framework's (below), the "
-        "spec's `settings:`, then `-s NAME=VALUE` on the command line. A spec may set "
-        "only the settings on this page, each within its ceiling; only the operator "
-        "goes past one (`-s NAME=VALUE`, or the Scrapy settings module `scrapy.cfg` "
-        "names). Why a spec's `settings:` is an allow-list: "
-        "[the job spec language](../spec-reference.md#settings).",
-        "",
+        *_head(
+            "framework/settings.py (SETTINGS)",
+            "Settings",
+            "Precedence, lowest first: Scrapy's defaults, the framework's (below), the "
+            "spec's `settings:`, then `-s NAME=VALUE` on the command line. A spec may set "
+            "only the settings on this page, each within its ceiling; only the operator "
+            "goes past one (`-s NAME=VALUE`, or the Scrapy settings module `scrapy.cfg` "
+            "names). Why a spec's `settings:` is an allow-list: "
+            "[the job spec language](../spec-reference.md#settings).",
+        ),
         "## The framework's own",
         "",
         "| setting | default | value | most a spec may set | meaning |",

@@ -141,7 +141,7 @@ def refused_error(
         )
     return Refused(
         ErrorKind.OFFSITE,
-        f"refused {what}: host {_host(target)!r} is not in allowed_domains "
+        f"refused {what}: host {host_of(target)!r} is not in allowed_domains "
         f"({', '.join(sorted(domains)) or 'none'})",
     )
 
@@ -288,7 +288,9 @@ class SafetyMiddleware:
         return None
 
 
-def _host(url: str) -> str:
+def host_of(url: str) -> str:
+    """The host of ``url`` as it is compared and shown ("" when it has none or cannot be
+    parsed)."""
     try:
         return urlsplit(url).hostname or ""
     except ValueError:

@@ -186,25 +186,37 @@ class Secrets:
     ) -> tuple[str, bytes | None, dict[str, str]]:
         """What to send for ``row``: its URL and body with references resolved, and the
         job's headers (resolved) under the request's own ``headers``."""
-        url = ENV_REF.sub(lambda m: self._value(m, quote_as="url"), row.url)
-        body: bytes | None = None
-        if row.body is not None:
-            text = row.body
-            if row.body_type == "form":  # urlencode() wrote {env:X} as %7Benv%3AX%7D
+        return self.resolve_request(row.kind, row.url, row.body, row.body_type, headers)
+
+    def resolve_request(
+        self,
+        kind: str,
+        url: str,
+        body: str | None,
+        body_type: str | None,
+        headers: Mapping[str, str],
+    ) -> tuple[str, bytes | None, dict[str, str]]:
+        """:meth:`resolve` for a request that has no row yet (a spider's own request):
+        the same resolution, from the fields a row would hold."""
+        sent_url = ENV_REF.sub(lambda m: self._value(m, quote_as="url"), url)
+        sent_body: bytes | None = None
+        if body is not None:
+            text = body
+            if body_type == "form":  # urlencode() wrote {env:X} as %7Benv%3AX%7D
                 text = _FORM_REF.sub(lambda m: self._value(m, quote_as="form"), text)
                 text = ENV_REF.sub(lambda m: self._value(m, quote_as="form"), text)
-            elif row.body_type == "json":
+            elif body_type == "json":
                 text = ENV_REF.sub(lambda m: self._value(m, quote_as="json"), text)
             else:
                 text = ENV_REF.sub(lambda m: self._value(m, quote_as="text"), text)
-            body = text.encode("utf-8")
-        page_kind = row.kind.partition(".")[0]
+            sent_body = text.encode("utf-8")
+        page_kind = kind.partition(".")[0]
         out = {
             k: self.resolve_text(v)
             for k, v in {**self._headers, **self._kind_headers.get(page_kind, {})}.items()
         }
         out.update(headers)
-        return url, body, out
+        return sent_url, sent_body, out
 
     def resolve_text(self, text: str, *, quote_as: str = "text") -> str:
         """``text`` with the spec's references resolved (``quote_as``: text, url, form

@@ -13,7 +13,6 @@ import logging
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
-from urllib.parse import urlsplit
 
 import scrapy
 from scrapy import signals
@@ -28,7 +27,7 @@ from framework.crawl.outcome import OutcomeBuilder
 from framework.crawl.page import SELECTOR_REFUSALS, CompiledJob, job_domains
 from framework.crawl.politeness import Abandoned
 from framework.crawl.runtime import REASON_FINISHED, CrawlRuntime
-from framework.crawl.safety import shown
+from framework.crawl.safety import host_of, shown
 from framework.crawl.secrets import Secrets
 from framework.crawl.session import REASON_LOGIN_FAILED, Session
 from framework.crawl.stopping import SignalStop
@@ -155,7 +154,7 @@ class JobSpider(scrapy.Spider):
         if why in SELECTOR_REFUSALS:
             target = url if why == "not_a_link" else ""
         else:
-            target = url.partition(":")[0].lower() if why == "scheme" else _host(url)
+            target = url.partition(":")[0].lower() if why == "scheme" else host_of(url)
         if (why, target) in self._refusals_told:
             return
         self._refusals_told.add((why, target))
@@ -407,32 +406,14 @@ class JobSpider(scrapy.Spider):
     ) -> Request:
         """A request to :meth:`parse`, sent as the crawl sends a row's (``{env:NAME}``
         resolved, the job's headers), shown with its references masked back."""
-        from framework.workspace import Row, RowStatus
-
-        row = Row(
-            id=0,
-            kind=kind,
-            url=url,
-            method=method,
-            body=body,
-            body_type=body_type,
-            parent_id=None,
-            status=RowStatus.PENDING,
-            attempts=0,
-            retryable=True,
-            last_error_kind=None,
-            last_error=None,
-            last_http_status=None,
-            context={},
-            created_at="",
-            updated_at="",
-        )
         headers: dict[str, str] = {}
         if body_type == "form":
             headers["Content-Type"] = "application/x-www-form-urlencoded"
         elif body_type == "json":
             headers["Content-Type"] = "application/json"
-        sent_url, sent_body, sent_headers = self.secrets.resolve(row, headers)
+        sent_url, sent_body, sent_headers = self.secrets.resolve_request(
+            kind, url, body, body_type, headers
+        )
         meta: dict[str, Any] = {
             "fw_kind": kind,
             "fw_carry": carry or {},
@@ -557,13 +538,6 @@ def _merge(settings: dict[str, Any], extra: dict[str, Any]) -> None:
             settings[key] = {**base, **value}
         else:
             settings[key] = value
-
-
-def _host(url: str) -> str:
-    try:
-        return urlsplit(url).hostname or ""
-    except ValueError:
-        return ""
 
 
 def _camel(name: str) -> str:

@@ -23,7 +23,7 @@ import json
 from html import escape
 
 from framework.demo.data import Case, Dataset
-from framework.demo.pages import HTML, Page, _detail, odd
+from framework.demo.pages import Page, _detail, html_page, odd
 
 __all__ = ["BATCH", "DELAY_MS", "js_routes"]
 
@@ -122,14 +122,16 @@ def js_routes(data: Dataset, base: str) -> dict[str, Page]:
                 500, "text/plain", b"internal error\n"
             )
         elif case.good:
-            routes[f"GET /js/cases/{case.id}/tab/hearings"] = _doc(
+            routes[f"GET /js/cases/{case.id}/tab/hearings"] = html_page(
                 f"Case {case.id}: hearings", _TAB % (case.id, DELAY_MS)
             )
     every_row = json.dumps([_row(case) for case in data.cases])
-    routes["GET /js/scroll"] = _doc(
+    routes["GET /js/scroll"] = html_page(
         "All cases", _SCROLL % (_b64(every_row), BATCH, BATCH, DELAY_MS)
     )
-    routes["GET /js/more"] = _doc("All cases", _MORE % (_b64(every_row), BATCH, BATCH, DELAY_MS))
+    routes["GET /js/more"] = html_page(
+        "All cases", _MORE % (_b64(every_row), BATCH, BATCH, DELAY_MS)
+    )
     return routes
 
 
@@ -137,17 +139,9 @@ def _b64(text: str) -> str:
     return base64.b64encode(text.encode("utf-8")).decode("ascii")
 
 
-def _doc(title: str, body: str) -> Page:
-    doc = (
-        '<!doctype html>\n<html lang="en"><head><meta charset="utf-8">'
-        f"<title>{escape(title)}</title></head>\n<body>\n{body}\n</body></html>\n"
-    )
-    return Page(200, HTML, doc.encode("utf-8"))
-
-
 def _written(title: str, markup: str) -> Page:
     """A page whose ``markup`` a script writes into ``#app`` after the delay."""
-    return _doc(title, '<div id="app"></div>\n' + _WRITE % (_b64(markup), DELAY_MS))
+    return html_page(title, '<div id="app"></div>\n' + _WRITE % (_b64(markup), DELAY_MS))
 
 
 def _row(case: Case) -> str:

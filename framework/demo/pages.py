@@ -32,25 +32,25 @@ def render(data: Dataset, base: str) -> dict[str, Page]:
     """The route table of a whole site. ``base`` is ``http://host:port`` (no slash)."""
     routes: dict[str, Page] = {}
     routes["GET /robots.txt"] = Page(200, "text/plain", b"User-agent: *\nDisallow:\n")
-    routes["GET /"] = _html("Demo courts", _index())
+    routes["GET /"] = html_page("Demo courts", _index())
     pages = data.list_pages()
     for number, rows in enumerate(pages, start=1):
-        page = _html(f"Cases, page {number}", _list(rows, number, len(pages), base, "/cases"))
+        page = html_page(f"Cases, page {number}", _list(rows, number, len(pages), base, "/cases"))
         routes[f"GET /cases?page={number}"] = page
         if number == 1:
             routes["GET /cases"] = page
-    routes["GET /courts"] = _html("Courts", _courts(data))
+    routes["GET /courts"] = html_page("Courts", _courts(data))
     for slug, name in COURTS:
         court_pages = data.court_pages(slug)
         for number, rows in enumerate(court_pages, start=1):
             body = _list(rows, number, len(court_pages), base, f"/courts/{slug}", name)
-            page = _html(f"{name}, page {number}", body)
+            page = html_page(f"{name}, page {number}", body)
             routes[f"GET /courts/{slug}?page={number}"] = page
             if number == 1:
                 routes[f"GET /courts/{slug}"] = page
     for case in data.cases:
         if not case.detail_missing:
-            routes[f"GET /cases/{case.id}"] = _html(f"Case {case.id}", _detail(case))
+            routes[f"GET /cases/{case.id}"] = html_page(f"Case {case.id}", _detail(case))
         routes.update(_tabs(case, base, data.failing_tab))
         for doc in case.documents:
             routes[f"GET {doc.path}"] = Page(200, "application/pdf", b"%PDF-1.4\n% demo\n")
@@ -99,7 +99,8 @@ def _json(value: object) -> bytes:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
 
-def _html(title: str, body: str) -> Page:
+def html_page(title: str, body: str) -> Page:
+    """A whole HTML document with ``title`` and ``body`` (already escaped markup)."""
     doc = (
         '<!doctype html>\n<html lang="en"><head><meta charset="utf-8">'
         f"<title>{escape(title)}</title></head>\n<body>\n{body}\n</body></html>\n"

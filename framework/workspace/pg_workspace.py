@@ -391,20 +391,15 @@ class SharedHosts:
     def defer(self, host: str, seconds: float) -> float:
         """Push ``host``'s deadline to at least now + ``seconds``; the deadline."""
 
-        def work(conn: psycopg.Connection[Any]) -> float:
-            got = conn.execute(
-                "INSERT INTO host_politeness (host, not_before) "
-                "VALUES (%(h)s, extract(epoch FROM clock_timestamp()) + %(s)s) "
-                "ON CONFLICT (host) DO UPDATE SET not_before = "
-                "greatest(host_politeness.not_before, excluded.not_before) "
-                "RETURNING not_before",
-                {"h": host, "s": seconds},
-            ).fetchone()
-            assert got is not None
-            conn.execute("SELECT pg_notify(%s, %s)", (HOSTS_CHANNEL, host))  # on commit
-            return float(got[0])
-
-        until = self.store._run(work)
+        until = self._upsert(
+            "INSERT INTO host_politeness (host, not_before) "
+            "VALUES (%(h)s, extract(epoch FROM clock_timestamp()) + %(s)s) "
+            "ON CONFLICT (host) DO UPDATE SET not_before = "
+            "greatest(host_politeness.not_before, excluded.not_before) "
+            "RETURNING not_before",
+            {"h": host, "s": seconds},
+            notify=host,
+        )
         self._known.pop(host, None)
         return until
 
@@ -434,17 +429,27 @@ class SharedHosts:
         """Take ``host``'s next request slot (``interval`` seconds after the one before,
         whichever worker took it) and return the seconds until it (0: now)."""
 
+        left = self._upsert(
+            "INSERT INTO host_politeness (host, next_slot) "
+            "VALUES (%(h)s, extract(epoch FROM clock_timestamp()) + %(i)s) "
+            "ON CONFLICT (host) DO UPDATE SET next_slot = greatest("
+            "host_politeness.next_slot, extract(epoch FROM clock_timestamp())) + %(i)s "
+            "RETURNING next_slot - %(i)s - extract(epoch FROM clock_timestamp())",
+            {"h": host, "i": interval},
+        )
+        return max(0.0, left)
+
+    def _upsert(self, sql: str, params: dict[str, Any], *, notify: str | None = None) -> float:
+        """Run one upsert of a host's row that returns a number, in a write transaction
+        of its own (retried as every write is); ``notify``: the host whose deadline the
+        other workers are told of, on commit."""
+
         def work(conn: psycopg.Connection[Any]) -> float:
-            got = conn.execute(
-                "INSERT INTO host_politeness (host, next_slot) "
-                "VALUES (%(h)s, extract(epoch FROM clock_timestamp()) + %(i)s) "
-                "ON CONFLICT (host) DO UPDATE SET next_slot = greatest("
-                "host_politeness.next_slot, extract(epoch FROM clock_timestamp())) + %(i)s "
-                "RETURNING next_slot - %(i)s - extract(epoch FROM clock_timestamp())",
-                {"h": host, "i": interval},
-            ).fetchone()
-            assert got is not None
-            return max(0.0, float(got[0]))
+            got = conn.execute(sql, params).fetchone()
+            assert got is not None  # an upsert returns its row
+            if notify is not None:
+                conn.execute("SELECT pg_notify(%s, %s)", (HOSTS_CHANNEL, notify))
+            return float(got[0])
 
         return self.store._run(work)
 

@@ -12,6 +12,7 @@ from collections.abc import Collection, Iterator
 from typing import Any
 
 from framework.errors import WorkspaceError
+from framework.workspace.fill_scan import scanned_fill
 from framework.workspace.postgres_base import PgBase
 from framework.workspace.read import Reader
 from framework.workspace.records import Row, RowStatus, StoredResponse
@@ -195,21 +196,15 @@ class PgReader(PgBase, Reader):
                 else:
                     entry["fields"][field] = int(filled)
             return out
-        for kind, n in conn.execute(
-            "SELECT coalesce(r.kind, '?'), count(*) FROM items i "
-            "LEFT JOIN rows r ON r.id = i.row_id GROUP BY 1"
-        ):
-            out[kind] = {"records": int(n), "fields": {}}
-        for kind, key, filled in conn.execute(
+        return scanned_fill(
+            conn,
             "SELECT coalesce(r.kind, '?'), j.key, sum(CASE jsonb_typeof(j.value) "
             "WHEN 'null' THEN 0 WHEN 'string' THEN (j.value <> '\"\"'::jsonb)::int "
             "WHEN 'array' THEN (jsonb_array_length(j.value) > 0)::int "
             "WHEN 'object' THEN (j.value <> '{}'::jsonb)::int ELSE 1 END) "
             "FROM items i LEFT JOIN rows r ON r.id = i.row_id, "
-            "jsonb_each(i.data::jsonb) j GROUP BY 1, 2"
-        ):
-            out.setdefault(kind, {"records": 0, "fields": {}})["fields"][key] = int(filled)
-        return out
+            "jsonb_each(i.data::jsonb) j GROUP BY 1, 2",
+        )
 
 
 __all__ = ["PgReader"]

@@ -33,9 +33,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Self, TypeVar
 
+from framework.connections import ThreadConnections
 from framework.errors import FrameworkError, WorkspaceBroken, WorkspaceError, WorkspaceFull
 from framework.files import create_private
 from framework.workspace.records import SCHEMA_VERSION
+from framework.workspace.schema_tables import SQLITE_TYPES, shared_tables
 from framework.workspace.sql import (  # CHUNK and the meta names: importable from here too
     CHUNK,
     READ_WITH_META,
@@ -45,6 +47,7 @@ from framework.workspace.sql import (  # CHUNK and the meta names: importable fr
     Dialect,
     utc_now,
 )
+from framework.workspace.versions import meta_version
 
 T = TypeVar("T")
 
@@ -66,7 +69,8 @@ SQLITE_CORRUPT = 11
 SQLITE_FULL = 13
 SQLITE_NOTADB = 26
 
-_SCHEMA = """
+_SCHEMA = (
+    """
 CREATE TABLE IF NOT EXISTS meta (
     key   TEXT PRIMARY KEY,
     value TEXT NOT NULL
@@ -102,48 +106,9 @@ CREATE TABLE IF NOT EXISTS rows (
 CREATE INDEX IF NOT EXISTS rows_open ON rows (id) WHERE status != 'ok';
 CREATE INDEX IF NOT EXISTS rows_kind_status ON rows (kind, status);
 CREATE INDEX IF NOT EXISTS rows_item ON rows (item_key) WHERE item_key IS NOT NULL;
-CREATE TABLE IF NOT EXISTS attempts (
-    id          INTEGER PRIMARY KEY,
-    row_id      INTEGER NOT NULL,
-    n           INTEGER NOT NULL,
-    attempt     INTEGER NOT NULL,
-    time        TEXT NOT NULL,
-    outcome     TEXT NOT NULL CHECK (outcome IN ('ok', 'error')),
-    http_status INTEGER,
-    error_kind  TEXT,
-    error       TEXT
-);
-CREATE INDEX IF NOT EXISTS attempts_row ON attempts (row_id, n);
-CREATE INDEX IF NOT EXISTS attempts_failed ON attempts (row_id) WHERE outcome = 'error';
-CREATE TABLE IF NOT EXISTS items (
-    id                INTEGER PRIMARY KEY,
-    dedupe_key        TEXT NOT NULL UNIQUE,
-    source_type       TEXT NOT NULL,
-    source_id         TEXT NOT NULL,
-    data              TEXT NOT NULL,
-    content_hash      TEXT NOT NULL,
-    first_scraped     TEXT NOT NULL,
-    last_scraped      TEXT NOT NULL,
-    complete          INTEGER NOT NULL DEFAULT 0,
-    declared_complete INTEGER NOT NULL DEFAULT 1,
-    parts             TEXT,
-    row_id            INTEGER
-);
-CREATE INDEX IF NOT EXISTS items_complete ON items (dedupe_key) WHERE complete = 1;
-CREATE INDEX IF NOT EXISTS items_row ON items (row_id);
--- schema 2: a page's body as the parser saw it, zlib-compressed, for `framework
--- reparse`: one per row (the latest answer), written with the row's outcome.
-CREATE TABLE IF NOT EXISTS responses (
-    row_id       INTEGER PRIMARY KEY,
-    url          TEXT NOT NULL,
-    final_url    TEXT NOT NULL,
-    status       INTEGER NOT NULL,
-    content_type TEXT,
-    codec        TEXT NOT NULL,
-    body         BLOB NOT NULL,
-    size         INTEGER NOT NULL,
-    stored_at    TEXT NOT NULL
-);
+"""
+    + shared_tables(SQLITE_TYPES)
+    + """
 -- schema 3: the crawl processes that worked on the workspace (leases.py)
 CREATE TABLE IF NOT EXISTS workers (
     id           INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -154,6 +119,7 @@ CREATE TABLE IF NOT EXISTS workers (
     stopped_at   REAL
 );
 """
+)
 # schema 3: columns an older `rows` table gains (ALTER TABLE ADD COLUMN: O(1), no copy)
 _ROW_LEASE_COLUMNS = (
     ("lease_owner", "INTEGER"),
@@ -282,9 +248,8 @@ class SqliteBase:
         self.path = Path(path)
         self.readonly = readonly
         self._clock = clock
-        self._local = threading.local()
-        self._all: list[sqlite3.Connection] = []
-        self._guard = threading.Lock()
+        self._conns = ThreadConnections(self._connect)
+        self._guard = threading.Lock()  # the checkpointer's
         self._checkpointer: _Checkpointer | None = None
         self._commits = 0
 
@@ -318,9 +283,9 @@ class SqliteBase:
 
     # connections -------------------------------------------------------------
     def _conn(self) -> sqlite3.Connection:
-        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
-        if conn is not None:
-            return conn
+        return self._conns.get()
+
+    def _connect(self) -> sqlite3.Connection:
         if self.readonly:
             # mode=ro still reads a live WAL (the -shm of a running crawl) but never
             # writes the database; status uses it while a crawl is running.
@@ -340,20 +305,14 @@ class SqliteBase:
                 # fails its next commit with SQLITE_FULL, exactly as a full disk does
                 conn.execute(f"PRAGMA max_page_count = {int(cap)}")
         conn.execute("PRAGMA foreign_keys = OFF")
-        self._local.conn = conn
-        with self._guard:
-            self._all.append(conn)
         return conn
 
     def close(self) -> None:
         with self._guard:
             checkpointer, self._checkpointer = self._checkpointer, None
-            conns, self._all = self._all, []
         if checkpointer is not None:
-            checkpointer.stop()
-        for conn in conns:
-            conn.close()
-        self._local = threading.local()
+            checkpointer.stop()  # before the connections: it may still be writing
+        self._conns.close()
 
     def _checkpoint_soon(self) -> None:
         with self._guard:
@@ -370,14 +329,7 @@ class SqliteBase:
             if self.readonly:
                 raise WorkspaceError(f"{self.path}: not a workspace state file (no meta table)")
             return 0
-        got = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-        version = int(got[0]) if got else 0
-        if version > SCHEMA_VERSION:
-            raise WorkspaceError(
-                f"{self.path}: written by a newer framework (schema {version}, "
-                f"this one reads up to {SCHEMA_VERSION}); upgrade framework"
-            )
-        return version
+        return meta_version(conn, "schema_version", SCHEMA_VERSION, str(self.path), "schema")
 
     def _ensure_schema(self, conn: sqlite3.Connection) -> None:
         # Under BEGIN IMMEDIATE so two processes opening a new workspace at once create

@@ -13,6 +13,7 @@ from collections.abc import Collection, Iterator, Sequence
 from typing import Any
 
 from framework.errors import WorkspaceError
+from framework.workspace.fill_scan import scanned_fill
 from framework.workspace.read import Reader
 from framework.workspace.records import Row, RowStatus, StoredResponse
 from framework.workspace.sql import CHUNK, N_ROW_COLS, chunks, marks, row_cols_of, to_row
@@ -149,23 +150,15 @@ class SqliteReader(SqliteBase, Reader):
         """Per page kind of the item's row: how many stored items, and per field how
         many hold a value (not null, "", [] or {}). Items whose row was reset count
         under kind "?". One pass in SQLite (json_each), nothing decoded in Python."""
-        out: dict[str, dict[str, Any]] = {}
-        conn = self._conn()
-        for kind, n in conn.execute(
-            "SELECT coalesce(r.kind, '?'), count(*) FROM items i "
-            "LEFT JOIN rows r ON r.id = i.row_id GROUP BY 1"
-        ):
-            out[kind] = {"records": int(n), "fields": {}}
-        for kind, key, filled in conn.execute(
+        return scanned_fill(
+            self._conn(),
             "SELECT coalesce(r.kind, '?'), j.key, sum(CASE WHEN j.type = 'null' THEN 0 "
             "WHEN j.type = 'text' AND j.value = '' THEN 0 "
             "WHEN j.type = 'array' AND json_array_length(j.value) = 0 THEN 0 "
             "WHEN j.type = 'object' AND j.value = '{}' THEN 0 ELSE 1 END) "
             "FROM items i LEFT JOIN rows r ON r.id = i.row_id, json_each(i.data) j "
-            "GROUP BY 1, 2"
-        ):
-            out.setdefault(kind, {"records": 0, "fields": {}})["fields"][key] = int(filled)
-        return out
+            "GROUP BY 1, 2",
+        )
 
 
 __all__ = ["SqliteReader"]

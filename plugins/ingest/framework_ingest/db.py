@@ -3,7 +3,8 @@
 A :class:`Backend` hands out transactions; a :class:`Tx` runs SQL written with ``?``
 placeholders (the PostgreSQL backend translates them), values always bound as
 parameters. This module owns URL parsing, the migration runner and the backends'
-connections (one per thread, :class:`ThreadConnections`); the SQL of the
+connections (one per thread: :class:`framework.connections.ThreadConnections`,
+the workspace stores' too); the SQL of the
 contract lives in :mod:`framework_ingest.store`, and the backends in
 :mod:`framework_ingest.sqlite_backend` and :mod:`framework_ingest.postgres_backend`.
 It must not know about HTTP.
@@ -12,13 +13,12 @@ It must not know about HTTP.
 from __future__ import annotations
 
 import re
-import threading
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
 from datetime import UTC, datetime
 from importlib import resources
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any
 from urllib.parse import parse_qsl
 
 from framework.redact import redact_url
@@ -28,44 +28,6 @@ Row = tuple[Any, ...]
 Params = Sequence[Any]
 
 _MIGRATION_NAME = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
-
-
-class _Closable(Protocol):
-    def close(self) -> None: ...
-
-
-C = TypeVar("C", bound=_Closable)
-
-
-class ThreadConnections(Generic[C]):
-    """A backend's connections: one per thread, opened by ``connect`` on the thread's
-    first use (and again when ``usable`` says the one it had is not), all closed by
-    :meth:`close`. Neither driver lets two threads share a connection's transaction."""
-
-    def __init__(self, connect: Callable[[], C], usable: Callable[[C], bool] | None = None) -> None:
-        self._connect = connect
-        self._usable = usable
-        self._local = threading.local()
-        self._all: list[C] = []
-        self._all_lock = threading.Lock()
-
-    def get(self) -> C:
-        conn: C | None = getattr(self._local, "conn", None)
-        if conn is not None and self._usable is not None and not self._usable(conn):
-            conn = None
-        if conn is None:
-            conn = self._connect()
-            self._local.conn = conn
-            with self._all_lock:
-                self._all.append(conn)
-        return conn
-
-    def close(self) -> None:
-        with self._all_lock:
-            conns, self._all = self._all, []
-        for conn in conns:
-            conn.close()
-        self._local = threading.local()
 
 
 class Tx(ABC):

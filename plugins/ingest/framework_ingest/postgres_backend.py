@@ -16,8 +16,9 @@ from functools import lru_cache
 import psycopg
 import psycopg.errors
 
+from framework.connections import ThreadConnections
 from framework.redact import redact_url
-from framework_ingest.db import Backend, Params, Row, ThreadConnections, Tx
+from framework_ingest.db import Backend, Params, Row, Tx
 from framework_ingest.errors import BackendUnavailable, TransactionConflict
 
 # An arbitrary constant naming "the ingest schema migration" among advisory locks.

@@ -22,7 +22,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from framework_ingest.db import Backend, Params, Row, ThreadConnections, Tx
+from framework.connections import ThreadConnections
+from framework_ingest.db import Backend, Params, Row, Tx
 from framework_ingest.errors import BackendUnavailable, IngestConfigError
 
 BUSY_TIMEOUT_MS = 30_000

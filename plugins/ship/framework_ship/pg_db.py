@@ -108,14 +108,7 @@ class ShipDb(PgBase):
         return bool(got and got[0])
 
     def _ship_version(self, conn: psycopg.Connection[Any]) -> int:
-        row = conn.execute("SELECT value FROM meta WHERE key = 'ship_schema_version'").fetchone()
-        version = int(row[0]) if row else 0
-        if version > SHIP_SCHEMA_VERSION:
-            raise WorkspaceError(
-                f"{self.where}: its ship tables were written by a newer framework (ship "
-                f"schema {version}, this one reads up to {SHIP_SCHEMA_VERSION}); upgrade"
-            )
-        return version
+        return self._meta_version(conn, "ship_schema_version", SHIP_SCHEMA_VERSION, "ship schema")
 
     def _ensure_ship_schema(self, conn: psycopg.Connection[Any]) -> None:
         if self._ship_version(conn) == SHIP_SCHEMA_VERSION:
