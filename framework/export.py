@@ -7,8 +7,9 @@ feed export and sees only the records that run completed; this is the whole harv
 
 Formats are Scrapy's (:mod:`scrapy.exporters`), chosen by the file's extension:
 
-* ``.jsonl`` (also ``.jl``) and ``.json``: the items exactly as stored (the same dict a
-  crawl emits: ``dedupe_key``, ``source_type``, ``source_id`` and the data).
+* ``.jsonl`` (also ``.jl``) and ``.json``: the items exactly as stored (the dict a
+  crawl emits: ``dedupe_key``, ``source_type``, ``source_id`` and the data), with the
+  URL of the page each came from as ``url`` after the keys (:func:`item_dict`).
 * ``.csv``: one row per item, one column per key of any item (in first-seen order);
   CSV is text, so a cell holds a string as is, a number or flag as its JSON text
   (``12.5``, ``true``), a list or record as JSON, and null as an empty cell; a cell a
@@ -36,9 +37,21 @@ from typing import IO, Any
 
 from framework.errors import FrameworkError, UsageError
 from framework.files import PRIVATE_FILE
+from framework.redact import redact_url
 from framework.workspace import StoredItem, Workspace
 
-__all__ = ["FORMATS", "ExportResult", "export_items", "feed_settings", "format_of", "item_dict"]
+__all__ = [
+    "FORMATS",
+    "PAGE_URL_KEYS",
+    "ExportResult",
+    "export_items",
+    "feed_settings",
+    "format_of",
+    "item_dict",
+]
+
+#: the key an exported item's page URL takes: the first one its data does not use
+PAGE_URL_KEYS = ("url", "page_url")
 
 #: extension -> Scrapy exporter, for ``framework export``
 FORMATS: dict[str, str] = {
@@ -73,13 +86,25 @@ def format_of(target: str, fmt: str | None = None) -> str:
 
 
 def item_dict(item: StoredItem) -> dict[str, Any]:
-    """A stored item as the crawl emits it (and ``export`` writes it)."""
-    return {
+    """A stored item as ``export`` writes it: the crawl's item (``dedupe_key``,
+    ``source_type``, ``source_id``, the data) with the page it came from as ``url``.
+
+    The URL is metadata beside the keys, never data: it is not in the content hash, so
+    a page that moved does not make its item changed. Secret-looking query parameters
+    are masked, as everywhere the framework writes a URL. The item's own fields win: a
+    record that declares a field ``url`` keeps it, and the page's URL is ``page_url``
+    then (left out if that name is a field too)."""
+    meta: dict[str, str | None] = {
         "dedupe_key": item.dedupe_key,
         "source_type": item.source_type,
         "source_id": item.source_id,
-        **item.data,
     }
+    page = redact_url(item.url) if item.url is not None else None
+    for name in PAGE_URL_KEYS:
+        if name not in item.data:
+            meta[name] = page
+            break
+    return {**meta, **item.data}
 
 
 def since_filter(value: str) -> str:

@@ -23,6 +23,9 @@ from framework.errors import StoredPageDamaged
 # 3: leases (rows' lease_owner, lease_expires_at, lease_token and the `workers` table:
 # see framework.workspace.leases); an older workspace gains them, all free.
 SCHEMA_VERSION = 3
+# the context key of a list page's declared total and count (Outcome.listing): JSON in
+# the row's context, so no schema change (an older framework reads it as unknown context)
+LISTING = "listing"
 
 
 class RowStatus(StrEnum):
@@ -248,6 +251,10 @@ class Outcome:
     # the commit is refused when the row's lease was taken over since. None: no lease
     # (a single-process crawl holds the workspace alone), nothing is checked.
     lease_token: int | None = None
+    # a list page's count, kept in its row's context under LISTING (the same
+    # transaction): the total the page declares (None: not found) and the records or
+    # links it yielded; framework/crawl/completeness.py compares a whole list's
+    listing: Mapping[str, int | None] | None = None
 
     def item_keys(self) -> set[str]:
         """The item keys this outcome names itself: its items, parts, holds, and the
@@ -298,3 +305,8 @@ class StoredItem:
     last_scraped: str
     complete: bool
     row_id: int | None
+    # The URL of the page whose response wrote the current content (``rows.url`` of
+    # ``row_id``): metadata for exports and shipping, never part of ``data`` or its
+    # hash, so a page that moved does not make its item "changed". None once the row is
+    # gone (``--fresh``) until a crawl writes the item again.
+    url: str | None = None

@@ -45,9 +45,12 @@ ROW_COLS = (
     "last_error_kind, last_error, last_http_status, context, created_at, updated_at"
 )
 N_ROW_COLS = ROW_COLS.count(",") + 1
+# The last one is the page URL of the item's row, looked up by primary key (read from
+# `FROM items` queries only): the item's metadata, not a column of `items`.
 ITEM_COLS = (
     "dedupe_key, source_type, source_id, data, content_hash, first_scraped, "
-    "last_scraped, complete, row_id"
+    "last_scraped, complete, row_id, "
+    "(SELECT page.url FROM rows page WHERE page.id = items.row_id)"
 )
 INSERT_COLS = (
     "fingerprint, kind, url, method, body, body_type, parent_id, status, context, "
@@ -243,6 +246,7 @@ def to_item(r: Sequence[Any]) -> StoredItem:
         last_scraped=r[6],
         complete=bool(r[7]),
         row_id=r[8],
+        url=r[9],
     )
 
 

@@ -20,6 +20,18 @@ DedupeKey = Annotated[str, StringConstraints(min_length=3, max_length=601, patte
 ContentHash = Annotated[
     str, StringConstraints(min_length=1, max_length=200, pattern=r"^[\x21-\x7e]+$")
 ]
+# The page an item came from: an absolute http(s) URL without whitespace or control
+# characters (what a crawl can have fetched). 8 KiB is more than browsers and servers
+# take in a request line, so any page the crawl could fetch fits.
+PAGE_URL_MAX = 8192
+PageUrl = Annotated[
+    str,
+    StringConstraints(
+        min_length=8,
+        max_length=PAGE_URL_MAX,
+        pattern=r"^[Hh][Tt][Tt][Pp][Ss]?://[^\s\x00-\x1f\x7f]+$",
+    ),
+]
 IDEMPOTENCY_KEY_PATTERN = r"^[\x21-\x7e]+$"
 IdempotencyKey = Annotated[
     str, StringConstraints(min_length=1, max_length=255, pattern=IDEMPOTENCY_KEY_PATTERN)
@@ -43,6 +55,10 @@ class ItemIn(BaseModel):
     )
     scraped_at: AwareDatetime = Field(description="RFC 3339 time with an offset")
     data: dict[str, Any] = Field(description="The item's fields, any JSON object")
+    url: PageUrl | None = Field(
+        default=None,
+        description="The page the item came from (metadata: not part of `content_hash`)",
+    )
 
 
 class BatchItemIn(ItemIn):
@@ -108,6 +124,7 @@ class ItemOut(BaseModel):
     content_hash: str
     scraped_at: str
     data: dict[str, Any] | None = Field(description="null once retention purged a done item")
+    url: str | None = Field(description="The page the stored version came from, if sent")
     version: int
     received_at: str
     updated_at: str

@@ -5,6 +5,8 @@ the hash changed RETURNING version``), so two writers can never both "insert" a 
 ``version == 1`` came back -> accepted; ``version > 1`` -> updated (a trigger has copied
 the previous version into ``item_history``); no row -> duplicate. An update puts the
 item back to downstream status ``queued`` (attempts 0): it is a new version to consume.
+The page ``url`` (metadata, not in ``content_hash``) is written with the content: a
+duplicate, whatever its ``url``, changes nothing, so a page that moved is no new version.
 
 Idempotency keys on the single-item route are registered "in flight" in their own
 committed transaction first, so a concurrent request with the same key sees them (409);
@@ -30,12 +32,12 @@ from framework_ingest.validate import ItemInvalid, Prepared
 
 UPSERT = """
 INSERT INTO items (dedupe_key, source_type, source_id, content_hash, scraped_at, data,
-                   received_at, updated_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                   url, received_at, updated_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (dedupe_key) DO UPDATE SET
     source_type = excluded.source_type, source_id = excluded.source_id,
     content_hash = excluded.content_hash, scraped_at = excluded.scraped_at,
-    data = excluded.data, updated_at = excluded.updated_at,
+    data = excluded.data, url = excluded.url, updated_at = excluded.updated_at,
     version = items.version + 1,
     status = 'queued', attempts = 0, claimed_at = NULL, finished_at = NULL, last_error = NULL,
     claim_id = NULL, purged_at = NULL
@@ -53,7 +55,7 @@ RETURNING key
 """
 
 ITEM_COLUMNS = (
-    "dedupe_key, source_type, source_id, content_hash, scraped_at, data, version, "
+    "dedupe_key, source_type, source_id, content_hash, scraped_at, data, url, version, "
     "received_at, updated_at, status, attempts, claimed_at, finished_at, last_error, purged_at"
 )
 
@@ -80,6 +82,7 @@ def upsert_params(p: Prepared, now: str) -> tuple[Any, ...]:
         i.content_hash,
         p.scraped_at,
         p.data_text,
+        i.url,
         now,
         now,
     )

@@ -190,19 +190,20 @@ class Prepared:
 
     def fingerprint(self) -> str:
         """Identifies the payload under an idempotency key (whitespace and key order
-        do not count; the idempotency key itself is not part of the payload)."""
-        canonical = json.dumps(
-            {
-                "dedupe_key": self.item.dedupe_key,
-                "source_type": self.item.source_type,
-                "source_id": self.item.source_id,
-                "content_hash": self.item.content_hash,
-                "scraped_at": self.scraped_at,
-                "data": self.item.data,
-            },
-            sort_keys=True,
-            separators=(",", ":"),
-        )
+        do not count; the idempotency key itself is not part of the payload). An item
+        without ``url`` has the fingerprint it had before ``url`` existed, so keys
+        stored then still answer their replays."""
+        payload = {
+            "dedupe_key": self.item.dedupe_key,
+            "source_type": self.item.source_type,
+            "source_id": self.item.source_id,
+            "content_hash": self.item.content_hash,
+            "scraped_at": self.scraped_at,
+            "data": self.item.data,
+        }
+        if self.item.url is not None:
+            payload["url"] = self.item.url
+        canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 

@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 
 from framework.errors import Checkpoint, FrameworkError, Halted
 from framework.http_dates import parse_retry_after
+from framework.redact import redact_url
 from framework.workspace import StoredItem
 from framework_ship.classify import (
     Outcome,
@@ -79,8 +80,11 @@ class _Want:
 
 
 def item_body(item: StoredItem) -> dict[str, Any]:
-    """The contract body of one item."""
-    return {
+    """The contract body of one item, with the URL of the page it came from as ``url``
+    when the workspace still knows it (secret-looking parameters masked). The URL is
+    metadata: ``content_hash`` is the hash of ``data`` alone, so a page that moved is
+    not a new version and is not shipped again."""
+    body: dict[str, Any] = {
         "dedupe_key": item.dedupe_key,
         "source_type": item.source_type,
         "source_id": item.source_id,
@@ -88,6 +92,9 @@ def item_body(item: StoredItem) -> dict[str, Any]:
         "scraped_at": item.last_scraped,
         "data": dict(item.data),
     }
+    if item.url is not None:
+        body["url"] = redact_url(item.url)
+    return body
 
 
 class Deliverer:
