@@ -14,7 +14,10 @@ ROOT = Path(__file__).resolve().parents[1]
 LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
 PLUGINS = ("ingest", "ship", "playwright", "dashboard")
 
-pytestmark = pytest.mark.skipif(not LINT_IMPORTS.exists(), reason="import-linter not installed")
+pytestmark = [
+    pytest.mark.process,  # lint-imports runs as the command `make lint` runs
+    pytest.mark.skipif(not LINT_IMPORTS.exists(), reason="import-linter not installed"),
+]
 
 
 def lint_imports(cwd: Path, pythonpath: list[Path]) -> subprocess.CompletedProcess[str]:

@@ -6,6 +6,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 # a fresh interpreter: this test process has long imported the workspace for others
 _PROBE = """
 import importlib, pkgutil, sys
@@ -16,6 +18,7 @@ print(sorted(n for n in sys.modules if n.startswith(("framework.workspace", "fra
 """
 
 
+@pytest.mark.process
 def test_no_door_module_imports_the_workspace_or_the_crawl() -> None:
     out = subprocess.run(
         [sys.executable, "-c", _PROBE], capture_output=True, text=True, check=True, timeout=120
