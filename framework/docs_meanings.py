@@ -19,6 +19,7 @@ SPEC_TITLES: dict[str, str] = {
     "DetailShort": "Detail page (short form)",
     "PageKind": "Page kind",
     "FieldSpec": "Field",
+    "TotalSpec": "Declared total",
     "Replace": "Replacement",
     "Records": "Records in the page",
     "Embedded": "Embedded data",
@@ -44,6 +45,11 @@ SPEC_TITLES: dict[str, str] = {
     "ShipSettings": "Ship defaults",
     "DriftSpec": "Drift",
 }
+
+_TOTAL = (
+    "how many records the list says it has (a field of the page, an `integer`): each "
+    "list is checked against it at the run's end (`total_mismatch`)"
+)
 
 # Keys every page kind takes, in the general and the short form alike.
 _PAGE_COMMON = {
@@ -103,6 +109,7 @@ SPEC_MEANINGS: dict[str, dict[str, str]] = {
     "ListShort": {
         **_PAGE_COMMON,
         "follow": "a selector of the link to the record's detail page, within the row",
+        "total": _TOTAL,
         "next": "the next list page: a selector of its link, or a pagination",
         "id": "only when the list rows are themselves the items",
         "fields": "fields taken from the row, carried into the detail record",
@@ -115,6 +122,7 @@ SPEC_MEANINGS: dict[str, dict[str, str]] = {
         **_PAGE_COMMON,
         "follow": "links to pages of other kinds (one rule or a list)",
         "pagination": "the next pages of this kind (a string: the next link's selector)",
+        "total": _TOTAL,
         "subtabs": "extra requests per record (AJAX tabs), by name; their data lands "
         "in the record under that name",
         "sitemap": "how a `format: sitemap` kind reads its sitemaps",
@@ -371,4 +379,11 @@ SETTING_MEANINGS: dict[str, str] = {
     "PLAYWRIGHT_DEFAULT_NAVIGATION_TIMEOUT": "milliseconds a rendered page may take to load",
     "PLAYWRIGHT_MAX_CONTEXTS": "browser contexts open at once",
     "PLAYWRIGHT_MAX_PAGES_PER_CONTEXT": "browser pages open at once per context",
+}
+
+# `total:` is a field read from the whole page, and how far a list may be from it
+SPEC_MEANINGS["TotalSpec"] = {
+    **SPEC_MEANINGS["FieldSpec"],
+    "type": "what the total is converted to (`integer` unless said)",
+    "tolerance": "how many records the list may miss or exceed: a count, or `N%` of the total",
 }

@@ -75,7 +75,17 @@ def _first_line(path: Path) -> str:
 def new(
     name: str | None, template: str, start_url: str, source_type: str | None, list_templates: bool
 ) -> None:
-    """Write projects/NAME/job.yaml from a template (never overwrites)."""
+    """Write projects/NAME/job.yaml from a template (never overwrites).
+
+    \b
+    Templates (--list-templates lists them all, with what each is for):
+      list-detail         list pages -> detail pages (the default)
+      index-list-detail   an index -> paginated lists -> detail pages,
+                          with the lists' declared `total:` checked
+      list-detail-subtabs list -> detail -> AJAX sub-tabs
+
+    The spec validates as written; replace each CHANGE-ME (or example)
+    selector with your site's, then run `framework validate NAME`."""
     from framework.spec import load_spec
     from framework.spec.schema import with_schema_line
 

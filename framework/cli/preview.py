@@ -177,6 +177,17 @@ def render(report: Any) -> str:
             f"! next ({report.next_empty}): no next page on this page (a list's last page "
             "has none; on its first, check the selector)"
         )
+    if report.next_suspect:
+        lines.append(
+            f"! pagination_suspect: this page has a link that looks like a next page: "
+            f"try next: {report.next_suspect!r}"
+        )
+    if report.total_declared:
+        lines.append(
+            f"declared total: {report.total}"
+            if report.total is not None
+            else "! total: the page declares no total the `total` sources can read"
+        )
     if report.next:
         lines.append("next page:")
         lines.extend(f"  -> {link['url']}  ({link['kind']})" for link in report.next)

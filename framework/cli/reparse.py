@@ -8,6 +8,7 @@ sub-tabs become pending rows for the next ``framework crawl``.
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 import click
 
@@ -17,6 +18,7 @@ from framework.cli.target import workspace_target
 from framework.cli.words import counted
 from framework.errors import Halted, UsageError, WorkspaceError
 from framework.project import find_root, resolve_job
+from framework.redact import redact_url
 
 
 @click.command("reparse")
@@ -86,9 +88,18 @@ def reparse(job: str, workspace: str | None, processes: str, every_kind: bool, q
         f"{spec.name}: reparsed {counted(c['pages'], 'stored page')}, no request made; items "
         f"{c['items_new']} new, {c['items_changed']} changed, {c['items_unchanged']} unchanged;"
         f" {counted(c['rows_new'], 'new row')} pending; {counted(c['errors'], 'page')} failed; "
+        f"{counted(c.get('type_failed', 0), 'value')} failed their type; "
         f"{_held(c)}{counted(len(result.warnings), 'other warning' if _held(c) else 'warning')}",
         err=True,
     )
+    if result.type_failed:
+        # which fields, each with one example: a count alone sends the user to status
+        click.echo(
+            f"{spec.name}: values that failed their type: "
+            + "; ".join(_failure(f) for f in result.type_failed)
+            + f" (see `{locator.command('status')}`)",
+            err=True,
+        )
     if c["unchanged_kind"]:
         kinds = ", ".join(result.unchanged_kinds)
         which = "a kind whose" if len(result.unchanged_kinds) == 1 else "kinds whose"
@@ -143,6 +154,16 @@ def _held(c: dict[str, int]) -> str:
         return ""
     parts = [f"{invalid} invalid"] * bool(invalid) + [f"{review} for review"] * bool(review)
     return f"{counted(invalid + review, 'record')} held ({', '.join(parts)}: see status); "
+
+
+def _failure(entry: dict[str, Any]) -> str:
+    """``detail.filed 21 of 400 records (e.g. not a date: 'N/A' at URL)``."""
+    examples = entry.get("examples") or []
+    at = f" at {redact_url(examples[0])}" if examples else ""
+    return (
+        f"{entry['kind']}.{entry['field']} {entry['count']} of "
+        f"{counted(entry.get('records', 0), 'record')} (e.g. {entry.get('text')}{at})"
+    )
 
 
 def _processes(value: str) -> int | str:

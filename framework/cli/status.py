@@ -94,6 +94,8 @@ STATES = {
     "below; fix the spec or `framework review` the changes)",
     "extracted_nothing": "extracted nothing: every page read, no item stored (exit 4: see "
     "the warnings below; `expect_empty: true` in the spec if that is right)",
+    "incomplete": "incomplete: a list yielded other than the total its pages declare (exit "
+    "4: see total_mismatch below; fix the spec's selectors, or a `tolerance` on the total)",
     "broken": "BROKEN: the workspace lost committed rows (exit 4)",
 }
 
@@ -167,6 +169,24 @@ def _held(job: str, held: dict[str, Any]) -> list[str]:
     return out
 
 
+def _lists(c: dict[str, Any] | None) -> list[str]:
+    """The lists compared with their declared totals (`total:`), and why some were not."""
+    if not c:
+        return []
+    out = [
+        f"lists with a declared total: {c.get('lists', 0)}, {c.get('checked', 0)} checked, "
+        f"{c.get('mismatched', 0)} not matching, {c.get('not_checked', 0)} not checked"
+    ]
+    for m in c.get("mismatches") or []:
+        out.append(
+            f"  {m.get('kind')} {m.get('url')}: expected {m.get('expected')}, found "
+            f"{m.get('found')} over {counted(m.get('pages') or 0, 'page')}"
+        )
+    for m in (c.get("not_checked_examples") or [])[:3]:
+        out.append(f"  not checked: {m.get('kind')} {m.get('url')}: {m.get('why')}")
+    return out
+
+
 def _counts(counts: dict[str, Any]) -> str:
     """A run's counts on one line: ``requests 291, errors 75 (http_4xx 71, http_5xx 3)``;
     a count by kind is shown in words too, not as a Python dict."""
@@ -213,6 +233,7 @@ def render(job: str, r: dict[str, Any]) -> str:
         )
         where = ", ".join(d.get("examples") or [])
         out.append(f"drift: {d.get('kind')}.{d.get('field')} {what} (e.g. {where})")
+    out += _lists(r.get("completeness"))
     out += _held(job, held)
     if it["incomplete_keys"]:
         more = " ..." if it["incomplete_keys_truncated"] else ""

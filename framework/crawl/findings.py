@@ -23,7 +23,15 @@ field, how many of them hold a value, and notes the ways a spec can come back em
 ``follow_empty``
     a ``follow`` rule (of a kind, to a kind) that found no link on any page of its
     kind read this run (at the end): a wrong link selector or pattern, or a sitemap
-    that lists nothing, would otherwise end the crawl at its first pages in silence.
+    that lists nothing, would otherwise end the crawl at its first pages in silence;
+``type_failed``
+    values of a field that failed their type (a ``ConversionError``: ``Record.errors``),
+    counted over every record of every page read, kept, held or dropped, with the
+    first URLs and one failure's message (the raw text it quotes). Every such field is
+    in the run's ``type_failed`` list, which ``framework status`` shows beside the fill
+    rate; one that failed on more than ``TYPE_FAILED_SHARE`` of its kind's records is
+    a warning as well (at the end). A value that converted but breaks a rule is not
+    counted here: its record is held, and counted as ``items_invalid`` (report.py).
 
 A 100,000-page crawl must not write 100,000 warnings: each finding (its name, kind
 and field) is logged and recorded as one event the first time, then only counted; the
@@ -35,15 +43,25 @@ rates. It writes nothing itself: the caller hands it a logger and an event funct
 from __future__ import annotations
 
 import logging
+import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from framework.redact import redact_url
+from framework.redact import REDACTED, is_secret_key, redact_url
 
 EXAMPLES_MAX = 3  # URLs kept per finding
 FOUND_NOTHING_EVENT = "found_nothing"
+# A field whose values fail their type in more than this share of its kind's records
+# is a warning in the log. A few odd values ("N/A", "TBA") are the site's data, and
+# status shows their count beside the fill rate whatever the share; past one record in
+# ten a format, a locale or a type that does not fit the site is the likelier cause.
+# A constant, not a setting: like EXAMPLES_MAX it shapes the report, never the harvest
+# or the exit code, and the reparse (which reads no Scrapy setting) must judge alike.
+TYPE_FAILED_SHARE = 0.10
+TEXT_MAX = 200  # characters of a failure's message kept as its sample
+_ROW_INDEX = re.compile(r"\[\d+\]")
 
 
 def filled(value: Any) -> bool:
@@ -59,6 +77,10 @@ class Finding:
     detail: str | None = None
     count: int = 0
     examples: list[str] = field(default_factory=list)
+    # type_failed: one failure's message (the raw text it quotes, masked) and the
+    # records of the kind read this run (what the count is a share of)
+    text: str | None = None
+    records: int | None = None
 
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"what": self.what, "kind": self.kind}
@@ -67,7 +89,11 @@ class Finding:
         if self.detail is not None:
             out["detail"] = self.detail
         out["count"] = self.count
+        if self.records is not None:
+            out["records"] = self.records
         out["examples"] = list(self.examples)
+        if self.text is not None:
+            out["text"] = self.text
         return out
 
 
@@ -92,16 +118,32 @@ _MESSAGES = {
     "kind_empty": "{kind} pages gave no records this run",
     "field_empty": "field {field!r} of {kind} is empty in every record this run",
     "follow_empty": "`follow` of {kind} {detail} gave no link to follow on any page this run",
+    # framework/crawl/nextlink.py, completeness.py
+    "pagination_suspect": "pagination of {kind} found no next page on a page with a link "
+    "that looks like one (try `{detail}`)",
+    "total_mismatch": "{kind} list does not hold the total its pages declare: {detail}",
+    "type_failed": "field {field!r} of {kind} failed its type",
 }
 
 
 class Findings:
-    def __init__(self, event: Callable[..., None], log: logging.Logger) -> None:
+    def __init__(
+        self,
+        event: Callable[..., None],
+        log: logging.Logger,
+        *,
+        type_failed_share: float = TYPE_FAILED_SHARE,
+    ) -> None:
         self._event = event
         self._log = log
         self._found: dict[tuple[str, str, str | None, str | None], Finding] = {}
         self._kinds: dict[str, _KindFill] = {}
         self._tabs: dict[str, _KindFill] = {}  # sub-tab kinds with fields, by kind
+        self._share = type_failed_share
+        # type failures by (kind, field), and every record read per kind (kept, held
+        # or dropped: a failed required value drops its record, and still counts)
+        self._failed: dict[tuple[str, str], Finding] = {}
+        self._checked: Counter[str] = Counter()
 
     # ------------------------------------------------------------------- pages
     def page(
@@ -164,6 +206,41 @@ class Findings:
                 fill.seen.update(row)
                 fill.fields.update(k for k, v in row.items() if filled(v))
 
+    def type_failures(
+        self, kind: str, url: str, records: int, errors: Iterable[tuple[str, str]]
+    ) -> None:
+        """One page of ``kind`` read: how many records it gave (kept, held or dropped)
+        and the values of them that failed their type, ``(field, message)`` as
+        ``Record.errors`` has them (a nested group's ``group[2].field`` counts as
+        ``group[].field``: its rows are one field). Each (kind, field) is told once, as
+        an event and an info line; whether it is a warning is judged at the end."""
+        self._checked[kind] += records
+        for name, message in errors:
+            fld = _ROW_INDEX.sub("[]", name) if "[" in name else name
+            found = self._failed.get((kind, fld))
+            if found is None:
+                text = _sample(fld, message)
+                found = self._failed[(kind, fld)] = Finding("type_failed", kind, fld, text=text)
+                self._log.info(
+                    "%s: %s, e.g. at %s (said once; counted in the run's summary and "
+                    "`framework status`, a warning past %d%% of the records)",
+                    _MESSAGES["type_failed"].format(kind=kind, field=fld, detail=None),
+                    text,
+                    redact_url(url),
+                    round(100 * self._share),
+                )
+                self._event(
+                    FOUND_NOTHING_EVENT,
+                    what="type_failed",
+                    kind=kind,
+                    field=fld,
+                    url=url,
+                    text=text,
+                )
+            found.count += 1
+            if len(found.examples) < EXAMPLES_MAX and url not in found.examples:
+                found.examples.append(url)
+
     def note(
         self, what: str, kind: str, url: str, *, fld: str | None = None, detail: str | None = None
     ) -> bool:
@@ -219,6 +296,22 @@ class Findings:
             for name in sorted(tab.seen):
                 if tab.fields[name] == 0:
                     self._announce("field_empty", kind, name, tab.records, tab.urls)
+        for (kind, fld), failed in sorted(self._failed.items()):
+            records = failed.records = self._checked[kind]
+            if failed.count <= self._share * records:
+                continue  # counted in type_failed(), not a warning
+            self._found[("type_failed", kind, fld, None)] = failed
+            self._log.warning(
+                "%s in %d of %d records (%d%%; a warning past %d%%), e.g. %s at %s: a "
+                "format, a locale or a type that does not fit the site?",
+                _MESSAGES["type_failed"].format(kind=kind, field=fld, detail=None),
+                failed.count,
+                records,
+                round(100 * failed.count / records) if records else 100,
+                round(100 * self._share),
+                failed.text,
+                redact_url(failed.examples[0]),
+            )
 
     def _announce(
         self,
@@ -253,6 +346,20 @@ class Findings:
     def warnings(self) -> list[dict[str, Any]]:
         return [f.as_dict() for f in self._found.values()]
 
+    def type_failed(self) -> list[dict[str, Any]]:
+        """Every field whose values failed their type this run, over the share or not:
+        kind, field, the failed values (``count``), the kind's records read,
+        ``examples`` (URLs) and one failure's ``text``."""
+        out = []
+        for (kind, _), failed in sorted(self._failed.items()):
+            failed.records = self._checked[kind]
+            out.append(failed.as_dict())
+        return out
+
+    def type_failed_count(self) -> int:
+        """The values that failed their type this run, all fields together."""
+        return sum(f.count for f in self._failed.values())
+
     def fill(self) -> dict[str, dict[str, Any]]:
         """Per emitting kind read this run: pages, records kept, and per field the
         records holding a value (the fill rate is that over ``records``)."""
@@ -274,4 +381,23 @@ class Findings:
         return sum(f.records for f in self._kinds.values())
 
 
-__all__ = ["EXAMPLES_MAX", "FOUND_NOTHING_EVENT", "Finding", "Findings", "filled"]
+def _sample(fld: str, message: str) -> str:
+    """A failure's message as the run's summary keeps it: under a field named like a
+    secret (redact.py's names: ``token``, ``api_key`` ...) the raw text it quotes is
+    masked whole, since the message would carry the value out of the item; a URL's
+    credentials as everywhere. The crawl's events and log mask ``{env:...}`` values
+    on their way out, the reparse's printed summary in reparse_run.py."""
+    if is_secret_key(fld.rsplit(".", 1)[-1]):
+        return f"{message.split(':', 1)[0]}: {REDACTED}"
+    text = redact_url(message)
+    return text if len(text) <= TEXT_MAX else text[: TEXT_MAX - 1] + "\u2026"
+
+
+__all__ = [
+    "EXAMPLES_MAX",
+    "FOUND_NOTHING_EVENT",
+    "TYPE_FAILED_SHARE",
+    "Finding",
+    "Findings",
+    "filled",
+]

@@ -10,7 +10,9 @@ fields taken from two places:
 * extracted from the page: the changed fields; the fields that may fall back (more than
   one source, here or in a nested group), since which source gave a value is reported
   per page (a layout drift) and the stored item does not say; the helper fields (never
-  part of an item);
+  part of an item); on a page whose item holds a null in a typed field, that field
+  (a value that failed its type is stored as a null, and the run counts the failure
+  as a whole read does: ``type_failed``);
 * the stored item: every other field.
 
 Everything else runs as in a whole read: the id and the dedupe key, the record's
@@ -38,13 +40,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from framework.crawl.fingerprint import kind_sections, section_digest, shared_part
 from framework.crawl.page import CompiledJob, FieldsOf, PageResult
 from framework.extract.fields import Extraction, FieldExtractor, Scope
-from framework.spec.models import FieldSpec
+from framework.spec.models import FieldSpec, ValueType
 
 __all__ = ["Narrowing", "Plan", "StoredItemData", "narrowed", "plan"]
 
@@ -61,17 +63,29 @@ class Narrowing:
     read: tuple[str, ...]  # the fields extracted from the page (changed ones included)
     names: tuple[str, ...]  # every field of the kind, in the spec's order
     extractor: FieldExtractor  # of `read`
+    # the typed fields not in `read`, each alone: one whose stored value holds a null
+    # may have failed its type when last read (a failure is stored as a null), which
+    # the item does not say; read from the page, it is counted as a whole read counts
+    # it (Findings.type_failures), and its value is the stored one again
+    typed: Mapping[str, FieldExtractor] = field(default_factory=dict)
 
     def fields_of(self, stored: Mapping[str, Any]) -> FieldsOf:
         """The record's fields: those of ``read`` from the page, the others from
         ``stored`` (the item's data), in the spec's order, as a whole read has them."""
+        again = [x for n, x in self.typed.items() if _holds_null(stored[n])]
 
         def fields(scope: Scope) -> Extraction:
             got = self.extractor.extract(scope)
-            values = {n: got.values[n] if n in got.values else stored[n] for n in self.names}
-            # the fields not read found their values and broke no rule when last read:
+            errors = got.errors
+            values = dict(got.values)
+            for extractor in again:
+                more = extractor.extract(scope)
+                values.update(more.values)
+                errors = errors + more.errors
+            values = {n: values[n] if n in values else stored[n] for n in self.names}
+            # the other fields found their values and broke no rule when last read:
             # what they would add to these lists is nothing
-            return Extraction(values, got.missing, got.fallbacks, got.errors, got.violations)
+            return Extraction(values, got.missing, got.fallbacks, errors, got.violations)
 
         return fields
 
@@ -165,19 +179,41 @@ def _narrowing(
     if not changed:  # pragma: no cover - equal sections make equal digests
         return "its section changed in no field"
     read = tuple(n for n, f in spec.fields.items() if n in changed or f.helper or _may_fall_back(f))
+    languages = job.spec.languages
     return Narrowing(
         kind=name,
         changed=changed,
         read=read,
         names=tuple(spec.fields),
         extractor=FieldExtractor(
-            {n: spec.fields[n] for n in read}, json=kind.is_json, languages=job.spec.languages
+            {n: spec.fields[n] for n in read}, json=kind.is_json, languages=languages
         ),
+        typed={
+            n: FieldExtractor({n: f}, json=kind.is_json, languages=languages)
+            for n, f in spec.fields.items()
+            if n not in read and _typed(f)
+        },
     )
 
 
 def _may_fall_back(spec: FieldSpec) -> bool:
     return len(spec.sources) > 1 or any(_may_fall_back(f) for f in (spec.fields or {}).values())
+
+
+def _typed(spec: FieldSpec) -> bool:
+    """Can a value of the field fail its type (a string never does)?"""
+    return spec.type is not ValueType.STRING or any(_typed(f) for f in (spec.fields or {}).values())
+
+
+def _holds_null(value: Any) -> bool:
+    """A null anywhere in a stored value (a nested group's rows included)."""
+    if value is None:
+        return True
+    if isinstance(value, list):
+        return any(_holds_null(v) for v in value)
+    if isinstance(value, dict):
+        return any(_holds_null(v) for v in value.values())
+    return False
 
 
 def narrowed(

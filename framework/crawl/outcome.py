@@ -169,6 +169,20 @@ class OutcomeBuilder:
             follows=result.follows,
             matched=result.matched,
         )
+        # every record's values that failed their type, kept, held or dropped alike:
+        # the one place a record's errors are noted (a rule broken is a hold, counted
+        # once committed: RunReport.committed)
+        report.findings.type_failures(
+            row.kind, url, len(result.records), (e for r in result.records for e in r.errors)
+        )
+        if result.suspect is not None:  # no next page, yet a link that looks like one
+            report.findings.note("pagination_suspect", row.kind, url, detail=result.suspect)
+        listing = None
+        if kind.spec.total is not None:  # what this page adds to its list (completeness.py)
+            # its records when they are the items, else the distinct links it found
+            records = kind.spec.emits and not single
+            found = len(kept) if records else len({(k.kind, k.url) for k in result.links})
+            listing = {"total": result.total, "found": found}
         drift = report.drift
         if kind.spec.emits and drift.watching(row.kind):
             for values in kept:
@@ -278,7 +292,13 @@ class OutcomeBuilder:
         if held:
             report.held(row.id, [(row.kind, url, h) for h in held])
         return Outcome(
-            row_id=row.id, ok=True, http_status=status, new_rows=new_rows, items=items, holds=held
+            row_id=row.id,
+            ok=True,
+            http_status=status,
+            new_rows=new_rows,
+            items=items,
+            holds=held,
+            listing=listing,
         )
 
     def as_requested(self, requested: str, url: str) -> bool:

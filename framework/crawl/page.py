@@ -40,6 +40,7 @@ from framework.crawl.links import (
     link_values,
     tally,
 )
+from framework.crawl.nextlink import lookalike
 from framework.crawl.reading import PageError, page_json, page_selector, select
 from framework.crawl.subtabs import CompiledSubtab, Request
 from framework.extract.embedded import EmbeddedError
@@ -107,6 +108,11 @@ class PageResult:
     # what `each` matched (1 for a page that is one record): a kind with no fields
     # keeps no record of them, yet its links come from them
     matched: int = 0
+    # the list's size as the page declares it (`total:`; None: not read, or not found)
+    total: int | None = None
+    # a selector for a next-looking link of a page whose pagination found no next page
+    # (framework/crawl/nextlink.py): the `next` selector may be wrong
+    suspect: str | None = None
 
 
 # gives a record's fields from its scope in place of FieldExtractor.extract
@@ -162,6 +168,12 @@ class CompiledKind:
             if kind.pagination is not None and kind.pagination.next and not self.is_json
             else None
         )
+        # `total:` is read from the whole page, as a field of a page that is one record
+        self.total = (
+            FieldExtractor({"total": kind.total}, json=self.is_json, languages=job.languages)
+            if kind.total is not None
+            else None
+        )
         self.stop_json = (
             compile_jsonpath(kind.pagination.stop.json_path)
             if kind.pagination is not None and kind.pagination.stop.json_path
@@ -187,6 +199,13 @@ class CompiledKind:
                 doc, sel, scopes = self._scopes(response)
                 result = self._records(response, sel, scopes, carry, depth, fields)
                 result.next_pages = self._next(response, sel, doc, len(scopes), carry, page_no)
+                if self.total is not None:
+                    result.total = self._total(response, sel, doc)
+                # only where a `next` link was wanted and none found: no cost elsewhere
+                if not result.next_pages and self.next_xp is not None and sel is not None:
+                    pg = self.pagination
+                    if pg is not None and (pg.max_pages is None or page_no < pg.max_pages):
+                        result.suspect = lookalike(sel, response.url, page_no)
                 for link in result.next_pages:  # a next page is as deep as its list
                     link.depth = depth
                 if self.forms and sel is not None:
@@ -194,6 +213,18 @@ class CompiledKind:
                 return result
             except (LimitExceeded, NotStorable, SitemapError, EmbeddedError) as exc:
                 raise PageError(str(exc)) from None
+
+    def _total(self, response: Response, sel: Selector | None, doc: Any) -> int | None:
+        assert self.total is not None
+        page_text = response.text if isinstance(response, TextResponse) else None
+        got = self.total.extract(
+            Scope(url=response.url, selector=sel, json=doc, page_text=page_text)
+        )
+        value = got.values.get("total")
+        # a number that is not a whole count (a `type: number` total) counts as one
+        return (
+            int(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+        )
 
     def _sitemap(self, response: Response, carry: Mapping[str, Any], depth: int) -> PageResult:
         assert self.sitemap is not None

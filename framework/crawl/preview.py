@@ -105,6 +105,11 @@ class Preview:
     # the kind's `next` selector when it found no next page here (a list's last page
     # has none; a wrong selector has none on any page, and the crawl ends at page 1)
     next_empty: str | None = None
+    # a selector for a next-looking link when `next` found none (crawl/nextlink.py)
+    next_suspect: str | None = None
+    # the list's size as this page declares it (`total:`), when the kind has one
+    total: int | None = None
+    total_declared: bool = False  # the kind has a `total:` (None above: not found)
     # where the page keeps data in scripts, when `each` found nothing (extract/hints.py)
     script_data: dict[str, list[str]] | None = None
 
@@ -296,6 +301,9 @@ def explain(
     pg = compiled.spec.pagination
     if pg is not None and pg.next is not None and not result.next_pages:
         report.next_empty = pg.next
+    report.next_suspect = result.suspect
+    report.total_declared = compiled.spec.total is not None
+    report.total = result.total
     report.forms = [
         {"kind": f.kind, "method": f.method, "url": f.url, "body": f.body, "carry": f.carry}
         for f in result.forms

@@ -78,6 +78,9 @@ class CrawlResult:
     expect_empty: bool = False  # the spec's: a run that stores no item is a success
     # records held back in the workspace, by status (framework/workspace/holds.py)
     held: dict[str, int] = field(default_factory=dict)
+    # lists whose records or links differ from the total their pages declare
+    # (framework/crawl/completeness.py): a drained crawl with one needs a human
+    mismatched: int = 0
 
 
 def run_crawl(
@@ -135,6 +138,9 @@ def run_crawl(
     result = summarize(spec.name, reason, jobdir)
     if spec.expect_empty:
         result = CrawlResult(**{**result.__dict__, "expect_empty": True})
+    mismatched = getattr(getattr(getattr(spider, "runtime", None), "report", None), "mismatched", 0)
+    if isinstance(mismatched, int) and mismatched:
+        result = CrawlResult(**{**result.__dict__, "mismatched": mismatched})
     if isinstance(fault, FrameworkError):
         return CrawlResult(**{**result.__dict__, "fault": fault})
     return result
@@ -219,6 +225,13 @@ def verdict(result: CrawlResult) -> None:
             f"{result.job}: the crawl finished but extracted nothing (no item stored); see "
             f"the warnings and `framework status {result.job}`; if an empty result is "
             "expected, say `expect_empty: true` in the spec"
+        )
+    if code == EXIT_OK and result.mismatched:
+        lists = f"{result.mismatched} list{'s' if result.mismatched != 1 else ''}"
+        raise Halted(
+            f"{result.job}: the crawl finished but {lists} yielded other than the total "
+            f"their pages declare (total_mismatch); see the warnings and `framework status "
+            f"{result.job}` (a human must look)"
         )
     if code == EXIT_OK:
         return

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from framework import progress
+from framework.crawl import completeness
 from framework.crawl.fingerprint import kind_sections
 from framework.crawl.reparse_write import Page, Writer
 from framework.crawl.report import nothing_extracted
@@ -52,6 +53,8 @@ class ReparseResult:
     narrow: dict[str, tuple[str, ...]] = field(default_factory=dict)
     # kinds whose spec changed read whole all the same (not by --all), and why
     whole: dict[str, str] = field(default_factory=dict)
+    # per kind and field, the values this run read that failed their type
+    type_failed: list[dict[str, Any]] = field(default_factory=list)
 
 
 def _carried(ws: Workspace, kinds: frozenset[str]) -> dict[str, Any]:
@@ -59,13 +62,14 @@ def _carried(ws: Workspace, kinds: frozenset[str]) -> dict[str, Any]:
     unread, which would give them again): ``framework status`` reads the last run's as
     the job's, so a reparse of one kind does not blank the others'."""
     if not kinds:
-        return {"fill": {}, "warnings": []}
+        return {"fill": {}, "warnings": [], "type_failed": []}
     # from the log's end: what was written since the last finished run, not the whole log
     event = ws.events.last(EXTRACTION_EVENTS)
     last = last_extraction(event or {})
     return {
         "fill": {k: v for k, v in last["fill"].items() if k in kinds},
         "warnings": [w for w in last["warnings"] if w.get("kind") in kinds],
+        "type_failed": [f for f in last["type_failed"] if f["kind"] in kinds],
     }
 
 
@@ -203,6 +207,8 @@ def run(
     items = ws.store.item_counts()
     emitting = [n for n, k in runtime.job.kinds.items() if k.spec.emits]
     runtime.findings.finish(emitting)
+    # every list against its declared total, from the pages as read now (completeness.py)
+    lists = completeness.check(runtime.job, ws.store, runtime.findings, logger)
     # rows still to fetch (links this reparse found, or left from before) may hold the
     # items: an empty workspace is no verdict yet, the next step is the crawl
     pending = sum(n.get(RowStatus.PENDING, 0) for n in ws.store.row_counts().values())
@@ -232,6 +238,9 @@ def run(
         "items_unchanged": c.items_unchanged,
         "items_completed": c.items_completed,
         "records_invalid": c.records_invalid,
+        # values that failed their type (Findings.type_failures): what became a null
+        # or dropped its record, beside the pages that failed
+        "type_failed": runtime.findings.type_failed_count(),
         # records this run held back (framework/workspace/holds.py), as a crawl counts
         "items_invalid": c.items_invalid,
         "items_review": c.items_review,
@@ -242,8 +251,16 @@ def run(
     # kinds read after all (values carried into them changed) have this run's figures
     carried = {
         "fill": {k: v for k, v in carried["fill"].items() if k not in read_late},
-        "warnings": [w for w in carried["warnings"] if w.get("kind") not in read_late],
+        # totals were compared again over the whole workspace: a carried one is stale
+        "warnings": [
+            w
+            for w in carried["warnings"]
+            if w.get("kind") not in read_late and w.get("what") != "total_mismatch"
+        ],
+        "type_failed": [f for f in carried["type_failed"] if f["kind"] not in read_late],
     }
+    # the result is printed, not logged: masked here as the events and the log are
+    type_failed = runtime.secrets.mask_value(runtime.findings.type_failed())
     for kind, entry in carried["fill"].items():
         fill.setdefault(kind, entry)
     runtime.event(
@@ -261,8 +278,10 @@ def run(
         items=items,
         warnings=warnings + carried["warnings"],
         fill=fill,
+        type_failed=type_failed + carried["type_failed"],
         **({"carried": sorted(carried["fill"])} if carried["fill"] else {}),
         **({"unlinked": unlinked} if unlinked["rows"] else {}),
+        **({"completeness": lists.as_dict()} if lists.lists else {}),
         **({"nothing_extracted": True} if empty else {}),
     )
     if unknown:
@@ -287,6 +306,7 @@ def run(
         tuple(sorted(unchanged)),
         {k: n.changed for k, n in parser.narrow.items()},
         why_whole,
+        type_failed,
     )
 
 

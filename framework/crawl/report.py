@@ -14,6 +14,7 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from framework.crawl import completeness
 from framework.crawl.drift import Drift
 from framework.crawl.findings import FOUND_NOTHING_EVENT, Findings
 from framework.crawl.verdict import exit_code, row_totals
@@ -60,6 +61,7 @@ class RunReport:
         # the holds a row's outcome carries, with its kind and URL, until it is committed
         self._hold_notes: dict[int, list[tuple[str, str, HoldWrite]]] = {}
         self.items_at_end: dict[str, int] = {}  # the workspace's, at the run's end
+        self.mismatched = 0  # lists whose count differs from their declared total
 
     # ------------------------------------------------- while an outcome is built
     def fallbacks(self, kind: str, url: str, record: Record) -> None:
@@ -229,7 +231,11 @@ class RunReport:
         self.event(
             "run_finished",
             reason=reason,
-            exit_code=EXIT_HALTED if found.get("nothing_extracted") else code,
+            # a list short of (or over) its declared total needs a human, as a drained
+            # crawl with held records does (completeness.py)
+            exit_code=EXIT_HALTED
+            if found.get("nothing_extracted") or (code == EXIT_OK and self.mismatched)
+            else code,
             **worker,
             duration_s=duration_s,
             counts=self.counters.as_event(),
@@ -243,12 +249,24 @@ class RunReport:
         """The end-of-run findings, as the run_finished event's extra fields."""
         emitting = [n for n, k in self.job.kinds.items() if k.spec.emits]
         self.findings.finish(emitting)
+        # every list against its declared total, from the workspace (resume-proof)
+        lists = completeness.check(self.job, self.ws.store, self.findings, logger)
+        self.mismatched = lists.mismatched
         found: dict[str, Any] = {
             "warnings": self.findings.warnings(),
             "fill": self.findings.fill(),
+            # every field whose values failed their type, over the warning's share or not
+            "type_failed": self.findings.type_failed(),
         }
         found["drift"] = self.drift.finish(found["fill"], self.first_selector)
+        fresh = len(found["warnings"])
         self._carry_unread(found)
+        # totals were compared again over the whole workspace: a carried one is stale
+        found["warnings"][fresh:] = [
+            w for w in found["warnings"][fresh:] if w.get("what") != "total_mismatch"
+        ]
+        if lists.lists:
+            found["completeness"] = lists.as_dict()
         if code == EXIT_OK and nothing_extracted(items, self.spec.expect_empty):
             found["nothing_extracted"] = True
             # a run that read no page has no warning of its own: status has the last's
@@ -287,6 +305,11 @@ class RunReport:
             kind = warning.get("kind")
             if kind in known and kind not in read:
                 found["warnings"].append(warning)
+                carried.add(kind)
+        for failed in last["type_failed"]:
+            kind = failed.get("kind")
+            if kind in known and kind not in read:
+                found["type_failed"].append(failed)
                 carried.add(kind)
         if carried:
             found["carried"] = sorted(carried)

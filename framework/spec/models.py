@@ -116,6 +116,36 @@ class StopWhen(_Strict):
     equals: Any = False  # ... equal to this means "no more"
 
 
+class TotalSpec(FieldSpec):
+    """``total:`` of a list kind: where its pages say how many records the list has
+    ("Showing 1-20 of 2,000", "57 jobs", a JSON ``total``), read as a field is (an
+    ``integer`` unless ``type`` says otherwise), and how far the records (or follow
+    links) the list yields may be from it before the crawl reports ``total_mismatch``
+    (framework/crawl/completeness.py)."""
+
+    type: ValueType = ValueType.INTEGER
+    # what the list may miss or exceed by: a count (2) or a share of the total ("1%")
+    tolerance: int | str = Field(default=0)
+
+    @field_validator("tolerance")
+    @classmethod
+    def _tolerance(cls, value: int | str) -> int | str:
+        if isinstance(value, int):
+            if value < 0:
+                raise ValueError("tolerance is a count (0 or more) or a share, e.g. 2%")
+            return value
+        text = value.strip()
+        if not re.fullmatch(r"\d+(\.\d+)?%", text) or float(text[:-1]) > 100:
+            raise ValueError("tolerance is a count (0 or more) or a share, e.g. 2%")
+        return text
+
+    def allowed(self, total: int) -> int:
+        """How many records the list may miss or exceed, for a declared ``total``."""
+        if isinstance(self.tolerance, int):
+            return self.tolerance
+        return int(total * float(self.tolerance[:-1]) / 100)
+
+
 class Pagination(_Strict):
     """Next pages: a link (``next``), or a query parameter incremented until a stop."""
 
@@ -248,6 +278,8 @@ class PageKind(_OneOrMany):
     fields: dict[str, FieldSpec] = {}
     follow: tuple[FollowRule, ...] = ()
     pagination: Pagination | None = None
+    # how many records the list says it has: checked against what it yielded
+    total: TotalSpec | None = None
     subtabs: dict[str, SubtabSpec] = {}
     sitemap: SitemapOptions | None = None  # with `format: sitemap`
     # groups of fields of which at least one must have a value (else the record is invalid)
@@ -300,6 +332,7 @@ class _ListKeys(_Strict):
     each: str | Records | None = None
     follow: str | None = None  # a css/xpath selector for the detail link, within the row
     next: str | Pagination | None = None
+    total: TotalSpec | None = None  # how many records the list says it has
     id: FieldSpec | None = None
     fields: dict[str, FieldSpec] = {}
 
@@ -442,7 +475,11 @@ class JobSpec(_OneOrMany):
                 follow = (rule,)
             pagination = Pagination(next=lst.next) if isinstance(lst.next, str) else lst.next
             kinds["list"] = PageKind(
-                **_carried(lst), each=lst.each, follow=follow, pagination=pagination
+                **_carried(lst),
+                each=lst.each,
+                follow=follow,
+                pagination=pagination,
+                total=lst.total,
             )
         if self.detail is not None:
             kinds["detail"] = PageKind(**_carried(self.detail), subtabs=self.detail.subtabs)

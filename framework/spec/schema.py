@@ -79,13 +79,15 @@ def job_schema() -> dict[str, Any]:
     """The schema of ``job.yaml`` as written (draft 2020-12)."""
     schema = copy.deepcopy(JobSpec.model_json_schema(by_alias=True, mode="validation"))
     defs: dict[str, Any] = schema["$defs"]
-    field = defs["FieldSpec"]
-    field["properties"].pop("sources", None)
-    field["properties"] = {**_SOURCES, **field["properties"]}
+    for name in ("FieldSpec", "TotalSpec"):  # a total is a field of the page
+        field = defs[name]
+        field["properties"].pop("sources", None)
+        field["properties"] = {**_SOURCES, **field["properties"]}
     assert set(_SOURCES) == set(SOURCE_KEYS), "every source key of the models"
     defs.pop("Source", None)
     # short forms, wherever the long one may be written
     _wrap(schema, "FieldSpec", {"type": "string", "description": "a CSS selector"})
+    _wrap(schema, "TotalSpec", {"type": "string", "description": "a CSS selector"})
     _wrap(schema, "Pagination", {"type": "string", "description": "selector of the next link"})
     _wrap(schema, "KeySpec", {"type": "string", "description": "the dedupe key template"})
     _wrap(schema, "WaitFor", {"type": "string", "description": "selector to wait for"})

@@ -22,6 +22,7 @@ def last_extraction(event: Mapping[str, Any]) -> dict[str, Any]:
     fill = event.get("fill")
     drift = event.get("drift")
     carried = event.get("carried")  # kinds the run left unread: their figures are older
+    failed = event.get("type_failed")  # fields whose values failed their type
     return {
         "by": "reparse" if event.get("event") == "reparse_finished" else "crawl",
         "time": event.get("time") if isinstance(event.get("time"), str) else None,
@@ -33,7 +34,17 @@ def last_extraction(event: Mapping[str, Any]) -> dict[str, Any]:
         # selector drift of that run (framework/crawl/drift.py)
         "drift": [d for d in drift if isinstance(d, dict)] if isinstance(drift, list) else [],
         "carried": [k for k in carried if isinstance(k, str)] if isinstance(carried, list) else [],
+        "type_failed": [f for f in failed if _failure(f)] if isinstance(failed, list) else [],
     }
+
+
+def _failure(entry: Any) -> bool:
+    return (
+        isinstance(entry, dict)
+        and isinstance(entry.get("kind"), str)
+        and isinstance(entry.get("field"), str)
+        and isinstance(entry.get("count"), int)
+    )
 
 
 def rates(counts: Mapping[str, Any]) -> dict[str, Any]:
@@ -72,6 +83,9 @@ def sections(extraction: Mapping[str, Any] | None, stored: Mapping[str, Any]) ->
             # run's before, which read them
             "carried": list(last.get("carried", [])),
             "stored": rates(stored),
+            # per kind and field, the values the last run read that failed their type
+            # (count, records, examples, text), as its event has them
+            "type_failed": list(last.get("type_failed", [])),
         },
     }
 
@@ -98,6 +112,9 @@ def render_lines(report: Mapping[str, Any]) -> list[str]:
     fill = report.get("fill_rates") or {}
     last, stored = fill.get("last_run") or {}, fill.get("stored") or {}
     carried = set(fill.get("carried") or ())
+    # said beside the field's fill rate; the others (a list kind's, a nested group's)
+    # below the table
+    failed = {(f["kind"], f["field"]): f for f in fill.get("type_failed") or ()}
     if last or stored:
         # the last crawl's, or the reparse's since (whose event status read)
         last_by = found.get("by") or "run"
@@ -113,7 +130,8 @@ def render_lines(report: Mapping[str, Any]) -> list[str]:
             )
             fa, fb = a.get("fields", {}), b.get("fields", {})
             for name in sorted(set(fa) | set(fb)):
-                out.append(f"    {name:<24} {_pct(fa.get(name))} / {_pct(fb.get(name))}")
+                note = _failed_note(failed.pop((kind, name), None))
+                out.append(f"    {name:<24} {_pct(fa.get(name))} / {_pct(fb.get(name))}{note}")
                 one_sided = one_sided or (bool(a) and bool(b) and (name in fa) != (name in fb))
         if one_sided:
             out.append(
@@ -121,7 +139,22 @@ def render_lines(report: Mapping[str, Any]) -> list[str]:
                 "whose empty fields are warned as field_empty KIND.TAB; else a field only one "
                 "side has, as after a spec edit)"
             )
+    if failed:
+        by = found.get("by") or "run"
+        out.append(f"values that failed their type in the last {by} (fields not above):")
+        for (kind, name), entry in sorted(failed.items()):
+            out.append(f"  {kind}.{name}:{_failed_note(entry)}")
     return out
+
+
+def _failed_note(entry: Mapping[str, Any] | None) -> str:
+    """``  (21 failed their type, e.g. not a number: 'N/A' at URL)``, or ""."""
+    if entry is None:
+        return ""
+    examples = entry.get("examples") or []
+    text = entry.get("text")
+    eg = ", e.g. " + (str(text) if text else "") + (f" at {examples[0]}" if examples else "")
+    return f"  ({entry.get('count')} failed their type{eg if text or examples else ''})"
 
 
 def _pct(value: Any) -> str:

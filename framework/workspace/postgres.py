@@ -248,6 +248,9 @@ class PostgresStore(PgReader, Writer):
             for i in taken
             if outcomes[i].reparse and outcomes[i].new_rows
         }
+        for i in taken:  # list pages' counts (completeness.py), as one by one
+            if outcomes[i].listing is not None:
+                self._keep_listing(conn, outcomes[i], now)
         # the items of the group's keys, and those the rows wrote before (whose
         # completeness a retried or reparsed row's new status changes), locked
         item_keys = sorted(

@@ -130,6 +130,7 @@ class SqliteStore(SqliteReader, Writer):
             and o.items
             and not (o.new_rows or o.parts or o.holds or o.response)
             and o.lease_token is None
+            and o.listing is None  # a list page's count goes to its row (write.py)
         ]
         if not maybe or holds.any_held(
             conn, SQLITE

@@ -127,6 +127,9 @@ def build_status(
     # found-nothing warnings and fill rates (issue 9): see framework/workspace/fill.py
     report.update(fill.sections(extraction, store.fill_counts()))
     report["drift"] = extraction.get("drift", [])  # of the last crawl (crawl/drift.py)
+    # the lists compared with their declared totals by the last crawl or reparse
+    lists = last.get("completeness") if last is not None else None
+    report["completeness"] = lists if isinstance(lists, dict) else None
     report["integrity"] = integrity.check(ws).as_dict()
     report["state"], report["exit_code"] = _verdict(report)
     report["done"] = report["state"] == "done"
@@ -144,8 +147,9 @@ def _verdict(r: dict[str, Any]) -> tuple[str, int]:
     ``halted`` (the last run stopped for a human: breaker, full disk), ``held``
     (every row read, records held back: the crawl exits 4 on them too),
     ``extracted_nothing`` (every row read, no item stored, and the last crawl or
-    reparse said so: the spec did not say ``expect_empty``) and ``broken`` (lost or
-    damaged state) 4."""
+    reparse said so: the spec did not say ``expect_empty``), ``incomplete`` (every
+    row read, and a list yielded other than the total its pages declare:
+    ``total_mismatch``) and ``broken`` (lost or damaged state) 4."""
     run = r["last_run"]
     if not r["integrity"]["whole"]:
         return "broken", 4
@@ -162,6 +166,9 @@ def _verdict(r: dict[str, Any]) -> tuple[str, int]:
         return "held", 4  # what a drained crawl exits with (crawl/verdict.py)
     if not r["items"]["total"] and (r.get("found_nothing") or {}).get("nothing_extracted"):
         return "extracted_nothing", 4  # what the crawl exits with again (runtime.py)
+    warnings = (r.get("found_nothing") or {}).get("warnings") or ()
+    if any(w.get("what") == "total_mismatch" for w in warnings):
+        return "incomplete", 4  # a list short of its declared total (crawl/completeness.py)
     return "done", 0
 
 

@@ -13,12 +13,21 @@ runs its transaction through the backend's ``_run`` (PostgreSQL retries a deadlo
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from framework.errors import WorkspaceError
 from framework.workspace import carry, holds, itemplan
-from framework.workspace.records import CommitResult, Marks, NewRow, Outcome, Row
+from framework.workspace.records import (
+    LISTING,
+    CommitResult,
+    Marks,
+    NewRow,
+    Outcome,
+    Row,
+    canonical_json,
+)
 from framework.workspace.sql import (
     CHUNK,
     COMPLETE_EXPR,
@@ -147,6 +156,8 @@ class Writer:
                 return None  # fenced: nothing of this outcome is written
             raise WorkspaceError(f"commit for unknown row id {outcome.row_id}")
         attempt, own_key = int(got[0]), got[1]
+        if outcome.listing is not None:
+            self._keep_listing(conn, outcome, now)
         stored = self._store_response(conn, outcome, now)
         history_n = 2  # a reparsed row has its items from earlier: look them up
         if not outcome.reparse:
@@ -181,6 +192,21 @@ class Writer:
             completed=completed,
             response_bytes=stored,
             refreshed=refreshed,
+        )
+
+    def _keep_listing(self, conn: Conn, outcome: Outcome, now: str) -> None:
+        """A list page's declared total and count, into its row's context (read back at
+        the end of a run, a resumed one too: framework/crawl/completeness.py). Only
+        pages of a kind with a ``total`` carry one, so other outcomes pay nothing."""
+        d = self.dialect
+        got = conn.execute(
+            d.q("SELECT context FROM rows WHERE id = ?"), (outcome.row_id,)
+        ).fetchone()
+        ctx = json.loads(got[0]) if got is not None and got[0] else {}
+        ctx[LISTING] = dict(outcome.listing or {})
+        conn.execute(
+            d.q("UPDATE rows SET context = ? WHERE id = ?"),
+            (canonical_json(ctx), outcome.row_id),
         )
 
     def _refresh_carry(self, conn: Conn, outcome: Outcome, now: str) -> list[int]:

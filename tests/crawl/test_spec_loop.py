@@ -140,8 +140,11 @@ def test_wrong_selector_warned_then_fixed_by_reparse_without_fetching(
     r = crawl_cli("reparse", "loop", cwd=root)
     assert r.returncode == EXIT_OK, r.stderr[-3000:]
     assert "no request made" in r.stderr
-    # counted in words a person reads: "1 page failed", not "1 pages failed"
-    assert "0 new rows pending; 1 page failed; 1 warning\n" in r.stderr
+    # counted in words a person reads: "1 page failed", not "1 pages failed"; a value
+    # that failed its type is counted apart from the pages (none does here)
+    assert "0 new rows pending; 1 page failed; 0 values failed their type; 1 warning\n" in (
+        r.stderr
+    )
     assert site.stats() == requests_before  # the site's counters prove it
     assert len(url_log(ws)) == logged
     assert _by_kind(ws) == rows_before  # nothing new to fetch, no status changed

@@ -8,12 +8,15 @@ Links and pagination are :mod:`.pagination`, forms :mod:`.forms`, the graph of k
 
 from __future__ import annotations
 
+from typing import Any
+
 from framework.spec.checks.expressions import template
 from framework.spec.checks.fields import field, row_fields, rows
 from framework.spec.checks.forms import forms
 from framework.spec.checks.kinds import Graph
 from framework.spec.checks.pagination import blocked_rules, follow_rules, pagination
 from framework.spec.checks.report import Path_, Report, strings
+from framework.spec.models import PageKind
 
 __all__ = ["RESERVED_FIELDS", "page"]
 
@@ -55,11 +58,27 @@ def page(r: Report, g: Graph, name: str) -> None:
                     f"required_any names unknown field '{fname}'",
                     f"one of: {', '.join(sorted(known))}",
                 )
+    if "total" in raw:
+        _total(r, (*path, "total"), raw["total"], kind, json_page=json_page)
     follow_rules(r, g, name, raw)
     pagination(r, kind, path, json_page=json_page)
     blocked_rules(r, (*path, "blocked"), kind.blocked)
     forms(r, g, name)
     _subtabs(r, g, name)
+
+
+def _total(r: Report, path: Path_, raw: Any, kind: PageKind, *, json_page: bool) -> None:
+    """A declared total is read from the whole page (a field's sources), and only a kind
+    that lists something (records, or links to follow) has a count to compare it with."""
+    if kind.each is None and not kind.follow:
+        r.add(
+            path,
+            "`total` on a kind that lists nothing (no `each`, no `follow`)",
+            "`total` on the list kind whose pages say how many records there are",
+        )
+    if isinstance(raw, dict):
+        raw = {k: v for k, v in raw.items() if k != "tolerance"}  # the total's, no field's
+    field(r, path, raw, json_page=json_page)
 
 
 def _subtabs(r: Report, g: Graph, name: str) -> None:
