@@ -12,7 +12,6 @@ shipper's deadline file (framework_ship.deadline).
 from __future__ import annotations
 
 import fcntl
-import json
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -21,6 +20,7 @@ from typing import Any
 
 from framework.errors import LockHeld
 from framework.files import open_nofollow
+from framework.jsontext import json_object
 
 __all__ = ["held_by", "hold", "lock_fd", "lock_held", "locked", "read_holder", "unlock_fd"]
 
@@ -103,10 +103,4 @@ def read_holder(path: Path) -> dict[str, Any] | None:
         text = path.read_text(encoding="utf-8").strip()
     except OSError:
         return None
-    if not text:
-        return None
-    try:
-        value = json.loads(text)
-    except ValueError:
-        return None
-    return value if isinstance(value, dict) else None
+    return json_object(text) if text else None

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from framework.files import open_nofollow
+from framework.jsontext import json_object
 from framework.locks import locked
 
 # Redaction is framework.redact's (the ingest door needs it and must not import a
@@ -127,11 +128,7 @@ class JsonlLog:
             f.seek(cut)
             tail = f.read(size - cut)
         self.repaired += 1
-        try:
-            whole = isinstance(json.loads(tail), dict)
-        except ValueError:
-            whole = False
-        if whole:
+        if json_object(tail) is not None:
             os.write(fd, b"\n")
         else:
             os.ftruncate(fd, cut)
@@ -176,11 +173,7 @@ class JsonlLog:
     def _parse(raw: bytes) -> dict[str, Any] | None:
         if not raw.endswith(b"\n"):
             return None  # torn, or still being written
-        try:
-            value = json.loads(raw)
-        except ValueError:
-            return None
-        return value if isinstance(value, dict) else None
+        return json_object(raw)
 
     def tail(self, n: int) -> list[dict[str, Any]]:
         """The last ``n`` whole records, reading backwards in blocks (never the whole

@@ -14,11 +14,11 @@ here, read-only: this module never writes, locks or repairs a log.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable
 from typing import Any
 
+from framework.jsontext import json_object
 from framework.redact import redact
 from framework.workspace import JsonlLog
 
@@ -92,12 +92,9 @@ def _block(log: JsonlLog, start_at: Callable[[int], int]) -> tuple[bytes, int] |
 
 
 def _parse(raw: bytes) -> dict[str, Any] | None:
-    try:
-        value = json.loads(raw)
-    except ValueError:
-        return None
+    value = json_object(raw)
     # written masked; masked again, as every report is, before it leaves for a page
-    return redact(value) if isinstance(value, dict) else None
+    return None if value is None else redact(value)
 
 
 # --- a PostgreSQL workspace: the log is the rows of `log_lines` named after it ----------

@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from framework.jsontext import json_object
 from framework_ship.shiplog import Attempt, read_attempts
 
 INDEX_VERSION = 1
@@ -345,13 +346,7 @@ class ShipIndex:
 
     def last_run(self) -> dict[str, object] | None:
         raw = self._meta("last_run")
-        if raw is None:
-            return None
-        try:
-            value = json.loads(raw)
-        except ValueError:
-            return None
-        return value if isinstance(value, dict) else None
+        return None if raw is None else json_object(raw)
 
     def __enter__(self) -> ShipIndex:
         return self
