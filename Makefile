@@ -36,9 +36,10 @@ WORKERS ?= 4
 # The fast loop: the tests that need no child process, database or browser.
 FAST := not (process or kill or pg or browser or slow)
 
-# The whole suite with branch coverage; the floor is fail_under in pyproject.toml.
+# The whole suite with branch coverage; the floor is fail_under in pyproject.toml. The
+# slowest tests are listed at the end: the loop's budget, visible on every run.
 pytest: $(STAMP)
-	$(BIN)/python -m pytest -n $(WORKERS) --dist worksteal --cov --cov-report=term:skip-covered $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(WORKERS) --dist worksteal --durations=15 --cov --cov-report=term:skip-covered $(PYTEST_ARGS)
 
 test: lint typecheck docs pytest
 

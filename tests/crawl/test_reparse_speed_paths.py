@@ -101,7 +101,8 @@ def test_groups_and_workers_give_what_one_by_one_gives(crawled, tmp_path) -> Non
         # would otherwise wait (take_back), so on a busy machine the writer may parse
         # them all: the workers' CPU is there exactly when they parsed a chunk
         if int(n) == 1:
-            assert cpu["workers"] == 0 and chunks["workers"] == 0
+            assert cpu["workers"] == 0
+            assert chunks["workers"] == 0
         else:
             assert (cpu["workers"] > 0) == (chunks["workers"] > 0), done
         assert chunks["writer"] + chunks["workers"] > 0
