@@ -306,6 +306,8 @@ SPEC_MEANINGS: dict[str, dict[str, str]] = {
         "fill_drop": "percentage points a field's fill rate may fall below the previous "
         "crawl's before it is drift",
         "min_records": "both crawls read at least this many records of the kind",
+        "volume_drop": "the share of a kind's pages or records a crawl that read it whole "
+        "may lose against the last such crawl before it is drift",
     },
 }
 

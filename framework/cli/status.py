@@ -151,6 +151,21 @@ def _rows_table(rows: list[dict[str, Any]]) -> list[str]:
     )
 
 
+def _drift_line(d: dict[str, Any]) -> str:
+    where = ", ".join(d.get("examples") or [])
+    if d.get("reason") == "volume":  # a kind read whole gave less than the last time
+        return (
+            f"drift: {d.get('kind')} {d.get('now', 0)} {d.get('what')}, the last whole crawl "
+            f"{d.get('before', 0)} (a pagination or follow that stops early? e.g. {where})"
+        )
+    what = (
+        f"matched fallback {(d.get('selectors') or ['?'])[-1]!r} {d.get('count', 0)} times"
+        if d.get("reason") == "fallback"
+        else f"filled {d.get('before', 0):.0%} -> {d.get('now', 0):.0%} of records"
+    )
+    return f"drift: {d.get('kind')}.{d.get('field')} {what} (e.g. {where})"
+
+
 def _held(job: str, held: dict[str, Any]) -> list[str]:
     """The held records: by status, then each broken rule with its keys (a key that
     breaks two rules is under both)."""
@@ -226,13 +241,7 @@ def render(job: str, r: dict[str, Any]) -> str:
     out.append(f"items: {it['complete']} complete, {it['incomplete']} incomplete")
     out += _workers(r.get("workers"))
     for d in r.get("drift") or []:
-        what = (
-            f"matched fallback {(d.get('selectors') or ['?'])[-1]!r} {d.get('count', 0)} times"
-            if d.get("reason") == "fallback"
-            else f"filled {d.get('before', 0):.0%} -> {d.get('now', 0):.0%} of records"
-        )
-        where = ", ".join(d.get("examples") or [])
-        out.append(f"drift: {d.get('kind')}.{d.get('field')} {what} (e.g. {where})")
+        out.append(_drift_line(d))
     out += _lists(r.get("completeness"))
     out += _held(job, held)
     if it["incomplete_keys"]:

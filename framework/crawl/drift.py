@@ -10,7 +10,11 @@ a few example URLs:
   records) fell by more than the spec's ``drift.fill_drop`` (percentage points, 25%
   by default) below the previous crawl's, both runs having read at least
   ``drift.min_records`` records of the kind; the examples are URLs of records without
-  the value.
+  the value;
+* ``volume``: at the end of a crawl that read every page of a kind (a ``--fresh`` run,
+  or a first one), the kind's pages or records fell by more than ``drift.volume_drop``
+  (a share, 25% by default) below the last crawl that read it whole: a ``next`` or a
+  ``follow`` that broke since stores part of the harvest, and every row of it is ok.
 
 The crawl runtime feeds it and writes the events; it does no I/O of its own.
 """
@@ -89,6 +93,47 @@ class Drift:
                 urls = self._empty_at.setdefault((kind, name), [])
                 if len(urls) < EXAMPLES_MAX:
                     urls.append(url)
+
+    def volume(
+        self,
+        now: Mapping[str, Mapping[str, int]],
+        before: Mapping[str, Mapping[str, Any]],
+        drop: float,
+        examples: Callable[[str], list[str]],
+    ) -> list[dict[str, Any]]:
+        """The kinds read whole this run (``now``: pages and records) whose pages or
+        records fell by more than ``drop`` (a share) below the last whole crawl's
+        (``before``), that one having had at least ``min_records`` of them; each also a
+        ``drift`` event now. ``examples(kind)``: URLs of the kind's pages this run."""
+        out: list[dict[str, Any]] = []
+        for kind, counts in sorted(now.items()):
+            was = before.get(kind)
+            if not isinstance(was, Mapping):
+                continue
+            for what in ("pages", "records"):
+                b, n = was.get(what), counts.get(what, 0)
+                if not isinstance(b, int) or b < self.min_records or n >= b * (1 - drop):
+                    continue
+                entry = {
+                    "reason": "volume",
+                    "kind": kind,
+                    "what": what,
+                    "before": b,
+                    "now": n,
+                    "examples": examples(kind),
+                }
+                out.append(entry)
+                self._log.warning(
+                    "part of the harvest missing? %s gave %d %s this crawl, the last whole "
+                    "crawl %d (a pagination or a follow that stops early? see "
+                    "`framework status`)",
+                    kind,
+                    n,
+                    what,
+                    b,
+                )
+                self._event("drift", **entry)
+        return out
 
     def finish(
         self, fill: Mapping[str, Any], selectors: Callable[[str, str], list[str]]

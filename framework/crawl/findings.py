@@ -373,6 +373,17 @@ class Findings:
             if f.emits
         }
 
+    def volume(self) -> dict[str, dict[str, int]]:
+        """Per page kind read this run: its pages, and the records it kept (0 for a
+        kind whose records are not items): what a whole crawl is compared with."""
+        kinds = sorted(self._kinds.items())
+        return {kind: {"pages": f.pages, "records": f.records} for kind, f in kinds}
+
+    def urls(self, kind: str) -> list[str]:
+        """The first few URLs of ``kind`` read this run."""
+        fill = self._kinds.get(kind)
+        return list(fill.urls) if fill is not None else []
+
     def kinds_read(self) -> set[str]:
         """The page and sub-tab kinds this run read a page of."""
         return set(self._kinds) | set(self._tabs)

@@ -22,7 +22,7 @@ from framework.errors import EXIT_HALTED, EXIT_OK
 from framework.workspace.fill import EXTRACTION_EVENTS, last_extraction
 from framework.workspace.holds import INVALID, REVIEW
 from framework.workspace.jsonl import redact_url
-from framework.workspace.records import HoldWrite
+from framework.workspace.records import HoldWrite, RowStatus
 
 if TYPE_CHECKING:
     from framework.crawl.blocking import Block
@@ -33,6 +33,8 @@ if TYPE_CHECKING:
     from framework.workspace import Workspace
 
 logger = logging.getLogger("framework.crawl.runtime")  # the crawl runtime's voice (HINT_LOGGERS)
+# how many crawls back a kind's last whole read is looked for (each a run_finished)
+VOLUME_LOOKBACK = 50
 
 
 class RunReport:
@@ -144,46 +146,25 @@ class RunReport:
             self._rules_seen.add(seen)
             if hold.status == INVALID:
                 self.counters.items_invalid += 1
-                if said:
+                if said:  # its event goes with its warning
                     continue
-                logger.warning(
+                name = "item_invalid"
+                text = (
                     "record %s of %s breaks rule %s of field %r (value %r) at %s: stored "
-                    "as invalid, not shipped",
-                    hold.dedupe_key,
-                    kind,
-                    first["rule"],
-                    first["field"],
-                    first["value"],
-                    redact_url(url),
+                    "as invalid, not shipped"
                 )
-                self.event(
-                    "item_invalid",
-                    kind=kind,
-                    key=hold.dedupe_key,
-                    url=url,
-                    reasons=list(hold.reasons),
-                )
-                continue
-            self.counters.items_review += 1
-            if not said:
-                logger.warning(
+                shown: tuple[Any, ...] = (first["rule"], first["field"], first["value"])
+            else:
+                self.counters.items_review += 1
+                name = "item_review_required"
+                text = (
                     "record %s of %s: field %r %s (%r -> %r) at %s: held for `framework "
-                    "review`, the accepted version still ships",
-                    hold.dedupe_key,
-                    kind,
-                    first["field"],
-                    first["rule"],
-                    first["was"],
-                    first["value"],
-                    redact_url(url),
+                    "review`, the accepted version still ships"
                 )
-            self.event(
-                "item_review_required",
-                kind=kind,
-                key=hold.dedupe_key,
-                url=url,
-                reasons=list(hold.reasons),
-            )
+                shown = (first["field"], first["rule"], first["was"], first["value"])
+            if not said:
+                logger.warning(text, hold.dedupe_key, kind, *shown, redact_url(url))
+            self.event(name, kind=kind, key=hold.dedupe_key, url=url, reasons=list(hold.reasons))
 
     # ------------------------------------------------------------ the run's start
     def spec_changed(self, previous: str, spec_hash: str, fresh: bool) -> None:
@@ -227,7 +208,7 @@ class RunReport:
         self.items_at_end = dict(items)
         # the holds the workspace keeps: a drained crawl with some needs a human
         code = exit_code(reason, *row_totals(counts), store.hold_counts()["total"])
-        found = self.finish(items, code)
+        found = self.finish(items, code, counts)
         self.event(
             "run_finished",
             reason=reason,
@@ -245,8 +226,14 @@ class RunReport:
             **blocked,
         )
 
-    def finish(self, items: Mapping[str, int], code: int) -> dict[str, Any]:
-        """The end-of-run findings, as the run_finished event's extra fields."""
+    def finish(
+        self,
+        items: Mapping[str, int],
+        code: int,
+        counts: Mapping[str, Mapping[RowStatus, int]] | None = None,
+    ) -> dict[str, Any]:
+        """The end-of-run findings, as the run_finished event's extra fields
+        (``counts``: the workspace's rows by kind and status, for the volume drift)."""
         emitting = [n for n, k in self.job.kinds.items() if k.spec.emits]
         self.findings.finish(emitting)
         # every list against its declared total, from the workspace (resume-proof)
@@ -259,6 +246,13 @@ class RunReport:
             "type_failed": self.findings.type_failed(),
         }
         found["drift"] = self.drift.finish(found["fill"], self.first_selector)
+        if counts is not None:
+            whole = self._read_whole(counts)
+            if whole:
+                found["volume"] = whole
+                found["drift"] += self.drift.volume(
+                    whole, self._last_volume(set(whole)), self.spec.drift.volume, self.pages_of
+                )
         fresh = len(found["warnings"])
         self._carry_unread(found)
         # totals were compared again over the whole workspace: a carried one is stale
@@ -280,6 +274,38 @@ class RunReport:
             )
             self.event(FOUND_NOTHING_EVENT, what="no_items", kind=self.job.start_kind)
         return found
+
+    def _read_whole(
+        self, counts: Mapping[str, Mapping[RowStatus, int]]
+    ) -> dict[str, dict[str, int]]:
+        """The kinds this run read every page of (none pending, each ok one read now: a
+        ``--fresh`` crawl or a first one), with their pages and records: a resumed run
+        read only the rest of a kind, which says nothing about its size."""
+        whole: dict[str, dict[str, int]] = {}
+        for kind, read in self.findings.volume().items():
+            rows = counts.get(kind, {})
+            ok = rows.get(RowStatus.OK, 0)
+            if ok and not rows.get(RowStatus.PENDING, 0) and read["pages"] >= ok:
+                whole[kind] = read
+        return whole
+
+    def _last_volume(self, kinds: set[str]) -> dict[str, Mapping[str, Any]]:
+        """Per kind, the pages and records of the last crawl that read it whole (the
+        newest ``volume`` of the ``run_finished`` events, a bounded way back)."""
+        found: dict[str, Mapping[str, Any]] = {}
+        for n, event in enumerate(self.ws.events.newest_first(("run_finished",))):
+            volume = event.get("volume")
+            if isinstance(volume, Mapping):
+                for kind in kinds - set(found):
+                    if isinstance(volume.get(kind), Mapping):
+                        found[kind] = volume[kind]
+            if len(found) == len(kinds) or n >= VOLUME_LOOKBACK:
+                break
+        return found
+
+    def pages_of(self, kind: str) -> list[str]:
+        """A few URLs of the pages of ``kind`` read this run (for a report)."""
+        return self.findings.urls(kind)
 
     def _carry_unread(self, found: dict[str, Any]) -> None:
         """The kinds this run read no page of keep the warnings and fill counts of the

@@ -386,17 +386,24 @@ class DriftSpec(_Strict):
     # percentage points below the previous crawl's rate ("25%": 0.9 -> 0.6 is drift)
     fill_drop: str = "25%"
     min_records: int = Field(default=10, ge=1)  # both crawls read at least this many
+    # the share of a kind's pages or records a whole crawl may lose against the last
+    # whole crawl ("25%": 200 list pages -> 140 is drift): a `next` that broke overnight
+    volume_drop: str = "25%"
 
-    @field_validator("fill_drop")
+    @field_validator("fill_drop", "volume_drop")
     @classmethod
     def _percent(cls, value: str) -> str:
         if not re.fullmatch(r"\d+(\.\d+)?%", value.strip()) or float(value.strip()[:-1]) > 100:
-            raise ValueError("fill_drop is a percentage, e.g. 25%")
+            raise ValueError("a percentage, e.g. 25%")
         return value.strip()
 
     @property
     def drop(self) -> float:
         return float(self.fill_drop[:-1]) / 100
+
+    @property
+    def volume(self) -> float:
+        return float(self.volume_drop[:-1]) / 100
 
 
 class JobSpec(_OneOrMany):

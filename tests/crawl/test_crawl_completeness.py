@@ -251,3 +251,47 @@ def test_the_fix_loop_reparse_then_crawl_ends_with_the_lists_whole(
     assert status["found_nothing"]["warnings"] == []
     assert status["completeness"]["mismatched"] == 0
     assert status["items"]["complete"] == sum(CATEGORIES.values())
+
+
+@pytest.mark.process
+def test_a_fresh_crawl_that_lost_part_of_a_kind_is_volume_drift(
+    listing_site: Callable[..., ListingSite], tmp_path: Path
+) -> None:
+    # a recurring crawl without `total:`: the right spec, then a `--fresh` run whose
+    # `next` broke since; every row is ok, and only the sizes say what is missing
+    site = listing_site()
+    ws = tmp_path / "ws"
+    spec = _spec(site, tmp_path, RIGHT)
+    text = spec.read_text(encoding="utf-8")
+    text = text.replace("    total: {re: 'of ([\\d,]+) jobs'}\n", "")
+    text = text.replace("start: index\n", "start: index\ndrift: {min_records: 3}\n")
+    spec.write_text(text, encoding="utf-8")
+    assert "total:" not in text
+    r = _crawl(spec, ws)
+    assert r.returncode == 0, r.stderr
+    whole = [e for e in events(ws) if e["event"] == "run_finished"][-1]["volume"]
+    jobs = sum(CATEGORIES.values())
+    assert whole["listing"]["pages"] == 4
+    assert whole["job"]["records"] == jobs
+    assert _status(ws)["drift"] == []
+
+    spec.write_text(text.replace(RIGHT, WRONG), encoding="utf-8")
+    r = _crawl(spec, ws, "--fresh")
+    assert r.returncode == 0, r.stderr  # drift is said, as a fallback is: not a failure
+    assert "part of the harvest missing? listing gave 2 pages this crawl" in r.stderr
+    drift = {(d["kind"], d["what"]): (d["before"], d["now"]) for d in _status(ws)["drift"]}
+    a_first = 5  # category a's first page; b has one page
+    assert drift == {
+        ("listing", "pages"): (4, 2),
+        ("job", "pages"): (jobs, a_first + CATEGORIES["b"]),
+        ("job", "records"): (jobs, a_first + CATEGORIES["b"]),
+    }
+    out = run_cli("status", "jobs", "--workspace", str(ws)).stdout
+    assert "drift: listing 2 pages, the last whole crawl 4" in out
+
+    # a resumed or partial run is not compared: nothing of a kind was read whole
+    spec.write_text(text, encoding="utf-8")
+    r = _crawl(spec, ws)
+    assert r.returncode == 0, r.stderr
+    last = [e for e in events(ws) if e["event"] == "run_finished"][-1]
+    assert "listing" not in last.get("volume", {})
