@@ -37,8 +37,8 @@ from typing import IO, Any
 
 from framework.errors import FrameworkError, UsageError
 from framework.files import PRIVATE_FILE
-from framework.redact import redact_url
 from framework.workspace import StoredItem, Workspace
+from framework.workspace.records import PAGE_URL_KEYS, page_url_meta
 
 __all__ = [
     "FORMATS",
@@ -49,9 +49,6 @@ __all__ = [
     "format_of",
     "item_dict",
 ]
-
-#: the key an exported item's page URL takes: the first one its data does not use
-PAGE_URL_KEYS = ("url", "page_url")
 
 #: extension -> Scrapy exporter, for ``framework export``
 FORMATS: dict[str, str] = {
@@ -98,12 +95,8 @@ def item_dict(item: StoredItem) -> dict[str, Any]:
         "dedupe_key": item.dedupe_key,
         "source_type": item.source_type,
         "source_id": item.source_id,
+        **page_url_meta(item.data, item.url),
     }
-    page = redact_url(item.url) if item.url is not None else None
-    for name in PAGE_URL_KEYS:
-        if name not in item.data:
-            meta[name] = page
-            break
     return {**meta, **item.data}
 
 

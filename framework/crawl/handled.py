@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from framework.workspace import Outcome, Row, redact_url, utc_now
+from framework.workspace.records import page_url_meta
 
 if TYPE_CHECKING:
     from framework.workspace.records import CommitResult
@@ -79,10 +80,15 @@ def fenced_line(entry: Entry, worker: Any) -> dict[str, Any]:
     }
 
 
-def emitted(outcome: Outcome, res: CommitResult, store: Store, out: list[dict[str, Any]]) -> None:
+def emitted(
+    outcome: Outcome, res: CommitResult, store: Store, out: list[dict[str, Any]], url: str
+) -> None:
     """The items a committed outcome completed, as Scrapy's items, onto ``out``. Items
     complete at write time are emitted from the record; items completed by a sub-tab are
-    read back whole from the store (their parts came separately)."""
+    read back whole from the store (their parts came separately). Each carries the page
+    it came from as ``framework export`` writes it (``url``, or ``page_url`` beside a
+    field ``url``; masked): ``url`` is the committed row's, the page of the items it
+    wrote; an item a sub-tab completed has its own page's, the detail page's."""
     complete_now = {i.dedupe_key: i for i in outcome.items if i.complete}
     for key in res.completed:
         if key in complete_now:
@@ -92,6 +98,7 @@ def emitted(outcome: Outcome, res: CommitResult, store: Store, out: list[dict[st
                     "dedupe_key": key,
                     "source_type": item.source_type,
                     "source_id": item.source_id,
+                    **page_url_meta(item.data, url),
                     **item.data,
                 }
             )
@@ -103,6 +110,7 @@ def emitted(outcome: Outcome, res: CommitResult, store: Store, out: list[dict[st
                         "dedupe_key": stored.dedupe_key,
                         "source_type": stored.source_type,
                         "source_id": stored.source_id,
+                        **page_url_meta(stored.data, stored.url),
                         **stored.data,
                     }
                 )

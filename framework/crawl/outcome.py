@@ -15,6 +15,7 @@ is :class:`framework.crawl.report.RunReport`.
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from scrapy.http import TextResponse
@@ -34,12 +35,25 @@ if TYPE_CHECKING:
     from framework.crawl.changes import ChangeLimits
     from framework.crawl.drift import Drift
     from framework.crawl.findings import Findings
+    from framework.crawl.forms import Submission
+    from framework.crawl.subtabs import Request
 
 logger = logging.getLogger("framework.crawl.runtime")  # the crawl runtime's voice (HINT_LOGGERS)
 
 # What reading a page gives before a page kind's records become an outcome: the
 # finished outcome when the page is an error or a sub-tab's part, else the PageResult.
 Read = Outcome | PageResult
+
+
+@dataclass(frozen=True)
+class TabOutcome(Outcome):
+    """A sub-tab page's outcome, with the values of its rows that failed their type,
+    ``(field, message)``: counted by :meth:`OutcomeBuilder.tab_read`, never committed
+    (a store reads an Outcome's fields only). They ride on the outcome because that is
+    what a reparse worker hands its writer (pickled): counted where the page's rows are,
+    in the crawl and the reparse alike."""
+
+    type_errors: tuple[tuple[str, str], ...] = ()
 
 
 class PageReport(Protocol):
@@ -103,12 +117,13 @@ class OutcomeBuilder:
         else:
             try:
                 if row.kind in self.job.subtabs:
-                    part = self.job.subtabs[row.kind].parse(response)
-                    return Outcome(
+                    part, errors = self.job.subtabs[row.kind].read(response)
+                    return TabOutcome(
                         row_id=row.id,
                         ok=True,
                         http_status=status,
                         parts=[PartWrite(row.context["item_key"], row.context["tab"], part)],
+                        type_errors=tuple(errors),
                     )
                 ctx = row.context
                 return self.job.kinds[row.kind].parse(
@@ -135,11 +150,18 @@ class OutcomeBuilder:
         )
 
     def tab_read(self, row: Row, url: str, outcome: Outcome, findings: Findings) -> None:
-        """Count a sub-tab page's rows for the found-nothing findings (a kind's pages are
-        counted by :meth:`page_outcome`), given the outcome a page of any kind gave."""
+        """Count a sub-tab page's rows for the found-nothing findings and its values
+        that failed their type (a kind's pages are counted by :meth:`page_outcome`),
+        given the outcome a page of any kind gave."""
         tab = self.job.subtabs.get(row.kind)
         if tab is not None and tab.fields is not None and outcome.ok and outcome.parts:
-            findings.tab(row.kind, url, outcome.parts[0].value, each=tab.spec.each is not None)
+            value = outcome.parts[0].value
+            findings.tab(row.kind, url, value, each=tab.spec.each is not None)
+            # its rows are the kind's records (a tab of one mapping: one), and a row's
+            # nested group is one field as a page kind's is (``group[].field``)
+            errors = outcome.type_errors if isinstance(outcome, TabOutcome) else ()
+            rows = len(value) if isinstance(value, list) else 1
+            findings.type_failures(row.kind, url, rows, errors)
 
     def page_outcome(
         self, row: Row, status: int, url: str, result: PageResult, report: PageReport
@@ -234,20 +256,8 @@ class OutcomeBuilder:
                 )
             )
             for tab in record.subtabs:
-                new_rows.append(
-                    NewRow(
-                        kind=tab.kind,
-                        url=tab.url,
-                        method=tab.method,
-                        body=tab.body,
-                        body_type=tab.body_type,
-                        context={
-                            "item_key": record.dedupe_key,
-                            "tab": tab.tab,
-                            "required": tab.required,
-                        },
-                    )
-                )
+                ctx = {"item_key": record.dedupe_key, "tab": tab.tab, "required": tab.required}
+                new_rows.append(_request_row(tab, ctx))
         tracks_depth = self.job.tracks_depth
         for link in result.links:
             ctx = _carry(link.carry)
@@ -279,16 +289,7 @@ class OutcomeBuilder:
             ctx = _carry(sub.carry)
             if tracks_depth:
                 ctx["depth"] = int(row.context.get("depth", 0)) + 1
-            new_rows.append(
-                NewRow(
-                    kind=sub.kind,
-                    url=sub.url,
-                    method=sub.method,
-                    body=sub.body,
-                    body_type=sub.body_type,
-                    context=ctx,
-                )
-            )
+            new_rows.append(_request_row(sub, ctx))
         if held:
             report.held(row.id, [(row.kind, url, h) for h in held])
         return Outcome(
@@ -314,3 +315,16 @@ class OutcomeBuilder:
 
 def _carry(values: dict[str, Any]) -> dict[str, Any]:
     return {"carry": values} if values else {}
+
+
+def _request_row(request: Request | Submission, context: dict[str, Any]) -> NewRow:
+    """A sub-tab's or a form's request as a row: both are built whole (method, body
+    and its type) by their compiler, so the row repeats them as they are."""
+    return NewRow(
+        kind=request.kind,
+        url=request.url,
+        method=request.method,
+        body=request.body,
+        body_type=request.body_type,
+        context=context,
+    )

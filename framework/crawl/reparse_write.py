@@ -79,28 +79,22 @@ class ReparseCommit:
         one for changed items (one per page that changed) has only its URL and its keys
         to mask, the generic walk is for the rare failed row."""
         c = self.runtime.counters
-        if outcome.ok:
-            c.ok += 1
-        else:
-            c.errors += 1
+        c.outcome(outcome, res)  # counted as the crawl counts a committed outcome
+        if not outcome.ok and row.status is RowStatus.OK:
             key = str(outcome.error_kind)
-            c.by_error[key] = c.by_error.get(key, 0) + 1
-            if row.status is RowStatus.OK:
-                events.append(
-                    redact(
-                        self.runtime._event_line(
-                            "row_failed",
-                            row=row.id,
-                            kind=row.kind,
-                            url=row.url,
-                            error_kind=key,
-                            error=outcome.error,
-                            reparse=True,
-                        )
+            events.append(
+                redact(
+                    self.runtime._event_line(
+                        "row_failed",
+                        row=row.id,
+                        kind=row.kind,
+                        url=row.url,
+                        error_kind=key,
+                        error=outcome.error,
+                        reparse=True,
                     )
                 )
-        c.rows_new += len(res.inserted)
-        c.items_new += res.items_new
+            )
         self.runtime.report.committed(row.id)
         changed, unchanged = self._changed, self._unchanged
         changed.update(res.changed)

@@ -541,7 +541,7 @@ class CrawlRuntime:
         if token is not None and claimer is not None:
             claimer.settled(row.id)
         if res.completed:
-            emitted(outcome, res, self.ws.store, handled.items)
+            emitted(outcome, res, self.ws.store, handled.items, row.url)
         if self.breaker.tripped(outcome.ok):
             handled.stop = REASON_ERROR_RATE
         return handled

@@ -91,15 +91,29 @@ class CompiledSubtab:
 
     def parse(self, response: Response) -> Any:
         """The tab's value: a list of row dicts with ``each``, else one dict."""
+        return self.read(response)[0]
+
+    def read(self, response: Response) -> tuple[Any, list[tuple[str, str]]]:
+        """The tab's value, and the values of its rows that failed their type as
+        ``(field, message)`` (``Extraction.errors``): each row is a record of the tab's
+        kind, so the crawl counts them as a page kind's (Findings.type_failures)."""
+        errors: list[tuple[str, str]] = []
         with page_budget(self.guard.limits):
             try:
-                part = self._parse(response)
+                part = self._parse(response, errors)
                 self.guard.check_record(part, f"the value of sub-tab {self.name!r}")
             except (LimitExceeded, NotStorable, EmbeddedError) as exc:
                 raise PageError(str(exc)) from None
-        return part
+        return part, errors
 
-    def _parse(self, response: Response) -> Any:
+    def _values(self, scope: Scope, errors: list[tuple[str, str]]) -> dict[str, Any]:
+        """One row's values; what of them failed their type goes to ``errors``."""
+        assert self.fields is not None
+        got = self.fields.extract(scope)
+        errors.extend(got.errors)
+        return got.values
+
+    def _parse(self, response: Response, errors: list[tuple[str, str]]) -> Any:
         if self.spec.format is Format.JSON:
             doc = page_json(response)
             if self.each_json is not None:
@@ -107,25 +121,23 @@ class CompiledSubtab:
                 if self.fields is None:
                     return items
                 return [
-                    self.fields.extract(Scope(url=response.url, selector=None, json=it)).values
+                    self._values(Scope(url=response.url, selector=None, json=it), errors)
                     for it in items
                 ]
-            assert self.fields is not None
-            return self.fields.extract(Scope(url=response.url, selector=None, json=doc)).values
+            return self._values(Scope(url=response.url, selector=None, json=doc), errors)
         sel = page_selector(response, base_url=False)  # a sub-tab has no forms
         if self.records is not None:
             page = Scope(url=response.url, selector=sel, page_text=page_text_of(response))
             found = records_of(self.records, page)
             if self.fields is None:
                 return [s.json for s in found]
-            return [self.fields.extract(s).values for s in found]
+            return [self._values(s, errors) for s in found]
         if self.each_xp is not None:
             rows = select(sel, self.each_xp, str(self.spec.each or ""))
             if self.fields is None:
                 return [r.xpath("normalize-space(.)").get() for r in rows]
-            return [self.fields.extract(Scope(url=response.url, selector=r)).values for r in rows]
-        assert self.fields is not None
-        return self.fields.extract(Scope(url=response.url, selector=sel)).values
+            return [self._values(Scope(url=response.url, selector=r), errors) for r in rows]
+        return self._values(Scope(url=response.url, selector=sel), errors)
 
 
 def _compile_json(value: Any) -> Any:

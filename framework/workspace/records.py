@@ -17,6 +17,7 @@ from enum import StrEnum
 from typing import Any, NamedTuple
 
 from framework.errors import StoredPageDamaged
+from framework.redact import redact_url
 
 # 2: the `responses` table (stored page bodies for `framework reparse`); a version 1
 # workspace gains it, empty, the first time a writer opens it.
@@ -310,3 +311,19 @@ class StoredItem:
     # hash, so a page that moved does not make its item "changed". None once the row is
     # gone (``--fresh``) until a crawl writes the item again.
     url: str | None = None
+
+
+#: the key an item's page URL takes where the item is written flat (``framework export``,
+#: the crawl's ``-o`` feed): the first one its data does not use
+PAGE_URL_KEYS = ("url", "page_url")
+
+
+def page_url_meta(data: Mapping[str, Any], url: str | None) -> dict[str, str | None]:
+    """The page an item came from as metadata beside its keys: ``{"url": ...}``, or
+    ``{"page_url": ...}`` when the record has a field ``url`` (its own fields win), or
+    nothing when it has both. Written here once, so the export and the crawl's feed
+    cannot name it differently; masked as everywhere the framework writes a URL."""
+    for name in PAGE_URL_KEYS:
+        if name not in data:
+            return {name: redact_url(url) if url is not None else None}
+    return {}

@@ -160,6 +160,9 @@ def test_scrapy_list_and_scrapy_crawl_run_the_same_spider(site, good_spec, tmp_p
         f"sipp-demo:{i}" for i in truth.complete_ids
     )
     for e in emitted:
+        # beside the keys, the page it came from (as `framework export` writes it): the
+        # detail page, whose sub-tabs completed it
+        assert e.pop("url") == f"{truth.base}/cases/{e['source_id']}"
         assert e == expected[e["dedupe_key"]]
     # and the workspace was written at the JOBDIR given with -s, without Scrapy's own
     # JOBDIR state (a disk queue and a seen-set would fight the rows after a kill)

@@ -8,14 +8,21 @@ from __future__ import annotations
 
 import json
 import logging
+import pickle
 import re
+import urllib.request
 from pathlib import Path
 from typing import Any
 
 import pytest
+from scrapy.http import HtmlResponse
 
 from framework.crawl.findings import TYPE_FAILED_SHARE, Findings
+from framework.crawl.outcome import OutcomeBuilder, TabOutcome
+from framework.crawl.page import CompiledJob
 from framework.demo.data import Case
+from framework.spec import load_spec
+from framework.workspace import Row, RowStatus
 from tests.fixtures.crawl import events
 from tests.fixtures.site import write_good_spec
 
@@ -222,3 +229,106 @@ def test_a_dropped_record_s_failures_are_counted_too(make_site, tmp_path, crawl_
     # every date fails `integer`: the 10 items' and the dropped record's
     assert (entry["field"], entry["count"], entry["records"]) == ("filed", 11, 11)
     assert re.fullmatch(r"not a (whole )?number: '\d\d\.\d\d\.\d{4}'.*", entry["text"])
+
+
+# ------------------------------------------------------------------ in a sub-tab
+HEARING_DAY_FIRST = 'type: date, format: "%d.%m.%Y"}\n        agenda'
+HEARING_MONTH_FIRST = 'type: date, format: "%m.%d.%Y"}\n        agenda'
+
+
+def _hearings_spec(site: Any, root: Path) -> Path:
+    """The fixture spec with the hearings tab's date read month first: a hearing whose
+    day is past 12 fails its type, the others convert."""
+    spec = write_good_spec("cases", site.url, root)
+    text = spec.read_text(encoding="utf-8")
+    assert text.count(HEARING_DAY_FIRST) == 1
+    spec.write_text(text.replace(HEARING_DAY_FIRST, HEARING_MONTH_FIRST), encoding="utf-8")
+    return spec
+
+
+def test_a_sub_tab_page_s_failures_survive_the_reparse_s_process_boundary(
+    make_site, tmp_path
+) -> None:
+    """A reparse worker hands its writer the parsed page pickled: the failures of a
+    tab's rows must travel with it (OutcomeBuilder.read is what a worker runs)."""
+    site = make_site(cases=10, edge_cases=False)
+    case = next(c for c in site.data.cases if any(h.date.day > 12 for h in c.hearings))
+    spec = load_spec(_hearings_spec(site, tmp_path))
+    job = CompiledJob(spec)
+    url = f"{site.url}/cases/{case.id}/tab/hearings"
+    with urllib.request.urlopen(url, timeout=30) as answer:  # noqa: S310 - the local fixture site
+        response = HtmlResponse(url, body=answer.read(), encoding="utf-8")
+    row = Row(
+        id=7,
+        kind="detail.hearings",
+        url=url,
+        method="GET",
+        body=None,
+        body_type=None,
+        parent_id=3,
+        status=RowStatus.PENDING,
+        attempts=0,
+        retryable=True,
+        last_error_kind=None,
+        last_error=None,
+        last_http_status=None,
+        context={"item_key": "k", "tab": "hearings"},
+        created_at="2024-01-01T00:00:00Z",
+        updated_at="2024-01-01T00:00:00Z",
+    )
+    # what the worker pickles, the writer unpickles: our own bytes, never a site's
+    read = pickle.loads(pickle.dumps(OutcomeBuilder(job).read(row, response)))  # noqa: S301
+    failing = [h for h in case.hearings if h.date.day > 12]
+    assert isinstance(read, TabOutcome)
+    assert [f for f, _ in read.type_errors] == ["date"] * len(failing)
+    assert [m.split("'")[1] for _, m in read.type_errors] == [
+        h.date.strftime("%d.%m.%Y") for h in failing
+    ]
+    assert len(read.parts[0].value) == len(case.hearings)
+
+
+@pytest.mark.process
+def test_a_date_failing_in_a_sub_tab_is_counted_as_the_tab_kind_s(
+    make_site, tmp_path, crawl_cli
+) -> None:
+    site = make_site(cases=10, edge_cases=False)
+    spec = _hearings_spec(site, tmp_path)
+    hearings = [h for c in site.data.cases for h in c.hearings]
+    failing = [h for h in hearings if h.date.day > 12]
+    n, rows = len(failing), len(hearings)
+    assert 0 < n < rows  # some rows fail, some convert
+    texts = {h.date.strftime("%d.%m.%Y") for h in failing}
+    pages = {f"{site.url}/cases/{c.id}/tab/hearings" for c in site.data.cases}
+
+    ws = tmp_path / "ws"
+    r = crawl_cli("crawl", str(spec), "--workspace", str(ws), "-L", "INFO")
+    assert r.returncode == EXIT_OK, r.stderr[-3000:]
+    assert "field 'date' of detail.hearings failed its type" in r.stderr
+    report = json.loads(
+        crawl_cli("status", "fixture-cases", "--workspace", str(ws), "--json").stdout
+    )
+    (entry,) = report["fill_rates"]["type_failed"]
+    assert (entry["kind"], entry["field"], entry["count"], entry["records"]) == (
+        "detail.hearings",
+        "date",
+        n,
+        rows,
+    )
+    assert set(entry["examples"]) <= pages
+    raw = re.fullmatch(r"not a date: '([\d.]+)'; expected '%m\.%d\.%Y'", entry["text"])
+    assert raw is not None, entry["text"]
+    assert raw.group(1) in texts
+
+    # a whole reparse counts the same, its pages parsed by a worker process or by the
+    # writer (whichever takes a chunk first): the failures travel with the parse
+    r = crawl_cli("reparse", str(spec), "--workspace", str(ws), "--all", "--processes", "2")
+    assert r.returncode == EXIT_OK, r.stderr[-3000:]
+    said = r.stderr
+    whole = [e for e in events(ws) if e["event"] == "reparse_finished"][-1]
+    assert whole["processes"] == 2
+    assert whole["counts"]["type_failed"] == n, said
+    (again,) = whole["type_failed"]
+    assert {k: v for k, v in again.items() if k not in ("examples", "text")} == {
+        k: v for k, v in entry.items() if k not in ("examples", "text")
+    }
+    assert f"detail.hearings.date {n} of {rows} records" in said
