@@ -1,5 +1,5 @@
 """What the bench scripts share: the bench site in a child process, ``-s`` arguments,
-and the end of a run (its work folder kept or removed).
+a timed run's figures, and the end of a run (its work folder kept or removed).
 
 Plain helpers for the scripts under bench/, not framework code: it imports nothing of
 the framework and has no side effects on import (bench_spider's bytecode-cache setting
@@ -14,12 +14,32 @@ import shutil
 import subprocess
 import sys
 import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
 
 ROOT = Path(__file__).resolve().parent.parent
 PY = sys.executable
+
+
+@dataclass
+class TimedRun:
+    """One timed run of a variant: wall seconds, the pages the site served and the CPU
+    seconds of the crawl's processes (each bench adds what it watches besides)."""
+
+    variant: str
+    wall: float
+    pages: int
+    cpu: float
+
+    @property
+    def cpu_ms_per_page(self) -> float:
+        return 1000 * self.cpu / self.pages if self.pages else 0.0
+
+    @property
+    def pages_per_cpu_s(self) -> float:
+        return self.pages / self.cpu if self.cpu else 0.0
 
 
 class Site:

@@ -53,7 +53,7 @@ import psutil
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_common import PY, ROOT, Site
+from bench_common import PY, ROOT, Site, TimedRun
 
 from framework.demo.data import PER_PAGE
 from framework.workspace import Workspace
@@ -106,21 +106,13 @@ class PgCpu:
 
 
 @dataclass
-class Run:
-    variant: str
-    wall: float
-    pages: int
-    cpu: float
+class Run(TimedRun):
     exits: list[int]
     workspace: str
     load: tuple[float, float]
     pg_cpu: float = 0.0
     db: dict[str, int] = field(default_factory=dict)
     span: float = 0.0  # seconds from the first to the last URL-log line (PostgreSQL)
-
-    @property
-    def pages_per_cpu_s(self) -> float:
-        return self.pages / self.cpu if self.cpu else 0.0
 
 
 def schema_url(base: str, schema: str) -> str:

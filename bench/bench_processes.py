@@ -39,7 +39,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench_common import Site, finish
+from bench_common import Site, TimedRun, finish
 from bench_spider import SPEC
 
 from framework.workspace import Workspace
@@ -50,19 +50,11 @@ FRAMEWORK = [PY, "-c", "import sys; from framework.cli import main; sys.exit(mai
 
 
 @dataclass
-class Run:
-    variant: str
-    wall: float
-    pages: int
-    cpu: float
+class Run(TimedRun):
     site_cpu: float
     exit_code: int
     workspace: Path | None
     load: tuple[float, float] = (0.0, 0.0)  # 1-minute load average before and after
-
-    @property
-    def cpu_ms_per_page(self) -> float:
-        return 1000 * self.cpu / self.pages if self.pages else 0.0
 
 
 def command(
