@@ -25,11 +25,11 @@ Where it is checked, so that no hop escapes it: an address in the URL itself (an
 literal) by :class:`framework.crawl.safety.SafetyMiddleware` before the request is sent
 (every redirect and meta refresh hop comes back through it) and by the discovery guard
 (no row is made); a name once it is resolved, at connect time, by
-:class:`GuardedResolver` inside the HTTP client (so a name that resolves differently a
-second time, DNS rebinding, is checked on the answer that is used); and, for clients
-that resolve names elsewhere (Twisted's, set through ``DOWNLOAD_HANDLERS``), the
-address a response came from, before it is read. A request sent through a proxy is
-checked by its URL only: the proxy resolves the name.
+:class:`framework.crawl.resolver.GuardedResolver` inside the HTTP client (so a name
+that resolves differently a second time, DNS rebinding, is checked on the answer that
+is used); and, for clients that resolve names elsewhere (Twisted's, set through
+``DOWNLOAD_HANDLERS``), the address a response came from, before it is read. A request
+sent through a proxy is checked by its URL only: the proxy resolves the name.
 """
 
 from __future__ import annotations
@@ -39,16 +39,13 @@ import socket
 from collections.abc import Callable, Iterable, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 from weakref import WeakKeyDictionary
-
-from aiohttp.abc import AbstractResolver
 
 from framework.errors import UsageError
 
 if TYPE_CHECKING:
-    from aiohttp.abc import ResolveResult
     from scrapy.crawler import Crawler
 
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
@@ -61,7 +58,7 @@ CLASSES = frozenset({LOOPBACK, PRIVATE, LINK_LOCAL})
 SETTING = "FRAMEWORK_ALLOW_PRIVATE"
 
 # The target host of the download running in this task (set by the HTTP client), so
-# the resolver checks the target's addresses and not a proxy's (see GuardedResolver).
+# the resolver checks the target's addresses and not a proxy's (resolver.GuardedResolver).
 TARGET_HOST: ContextVar[str | None] = ContextVar("framework_target_host", default=None)
 
 
@@ -217,45 +214,3 @@ class PrivateAddress(OSError):
         self.host = host
         self.ip = ip
         self.kind = kind
-
-
-class GuardedResolver(AbstractResolver):
-    """aiohttp's resolver, with the answer checked before any connection is made.
-
-    Every address of the answer must be allowed (a name that resolves to a public and a
-    private address would otherwise connect to the private one when the public one
-    fails). Only the target's own name is checked: a proxy's name (the operator's
-    choice) is not, told apart by :data:`TARGET_HOST`. A lookup shared by concurrent
-    downloads of one name runs in the first one's context, whose target is that name."""
-
-    def __init__(self, inner: AbstractResolver, policy: AddressPolicy) -> None:
-        self.inner = inner
-        self.policy = policy
-
-    async def resolve(
-        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
-    ) -> list[ResolveResult]:
-        found = await self.inner.resolve(host, port, family)
-        target = TARGET_HOST.get()
-        if target is not None and host.rstrip(".").lower() != target:
-            return found
-        for entry in found:
-            ip = literal(str(entry["host"]))
-            kind = None if ip is None else self.policy.refused(ip)
-            if ip is not None and kind is not None:
-                raise PrivateAddress(host.rstrip("."), ip, kind)
-        return found
-
-    async def close(self) -> None:
-        await self.inner.close()
-
-
-def guard_connector(connector: Any, policy: AddressPolicy) -> None:
-    """Put :class:`GuardedResolver` around an aiohttp ``TCPConnector``'s resolver.
-
-    aiohttp takes a resolver only when the connector is built, and Scrapy's handler
-    builds it; its ``_resolver`` is what every lookup goes through (aiohttp 3.x, the
-    version Scrapy 2.19 needs; tests/crawl/test_crawl_private.py sees a name refused)."""
-    if policy.allowed == CLASSES:
-        return  # nothing to refuse: no wrapper on the lookups
-    connector._resolver = GuardedResolver(connector._resolver, policy)

@@ -65,7 +65,8 @@ from scrapy.exceptions import (
 )
 from scrapy.utils.httpobj import urlparse_cached
 
-from framework.crawl.addresses import TARGET_HOST, PrivateAddress, guard_connector, policy_of
+from framework.crawl.addresses import TARGET_HOST, PrivateAddress, policy_of
+from framework.crawl.resolver import guard_connector
 from framework.crawl.safety import refused_error, via_of
 
 if TYPE_CHECKING:
@@ -96,7 +97,7 @@ class HttpHandler(AiohttpDownloadHandler):
         # Scrapy 2.19's _make_request, line for line, but for the URL (encoded=True)
         # and the header sizes
         proxy = self._extract_proxy_url_with_creds(request)
-        # whose name the resolver checks (addresses.GuardedResolver): this download's
+        # whose name the resolver checks (resolver.GuardedResolver): this download's
         # task only, so it is not reset (each download runs in its own task)
         TARGET_HOST.set((urlparse_cached(request).hostname or "").rstrip(".").lower())
         headers = self._request_headers(request).to_tuple_list()

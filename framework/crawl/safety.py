@@ -42,7 +42,7 @@ from scrapy.utils.httpobj import urlparse_cached
 from scrapy.utils.response import get_meta_refresh
 from w3lib.url import safe_url_string
 
-from framework.crawl.addresses import AddressPolicy, policy_of, why_refused
+from framework.crawl.addresses import Address, AddressPolicy, policy_of, why_refused
 from framework.errors import PageLevelError
 from framework.redact import redact_url
 from framework.workspace import ErrorKind
@@ -184,7 +184,10 @@ class SafetyMiddleware:
         )
         self.policy = policy or AddressPolicy()
         self._allowed_netlocs: set[str] = set()  # "host:port" already found allowed
-        self._allowed_peers: set[str] = set()  # addresses responses came from, allowed
+        # addresses responses came from, allowed; kept as the address objects, not their
+        # text: an address is equal to another exactly when its text is, and hashing one
+        # costs a fraction of writing it out (str(), ~0.5 us a response)
+        self._allowed_peers: set[Address] = set()
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -262,15 +265,14 @@ class SafetyMiddleware:
         ip = response.ip_address
         if ip is None or request.meta.get("proxy"):
             return
-        key = str(ip)
-        if key in self._allowed_peers:
+        if ip in self._allowed_peers:
             return
         kind = self.policy.refused(ip)
         if kind is None:
             if len(self._allowed_peers) < _NETLOCS_KEPT:
-                self._allowed_peers.add(key)
+                self._allowed_peers.add(ip)
             return
-        host = urlparse_cached(request).hostname or key
+        host = urlparse_cached(request).hostname or str(ip)
         detail = why_refused(host, ip, kind) + "; the answer is not read"
         raise self._refused("private_target", request.url, request, detail=detail)
 
