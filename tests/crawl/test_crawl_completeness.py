@@ -295,3 +295,99 @@ def test_a_fresh_crawl_that_lost_part_of_a_kind_is_volume_drift(
     assert r.returncode == 0, r.stderr
     last = [e for e in events(ws) if e["event"] == "run_finished"][-1]
     assert "listing" not in last.get("volume", {})
+
+
+def test_lists_are_compared_whole_from_the_store(
+    listing_site: Callable[..., ListingSite],
+    make_workspace_backend: Callable[[str], Backend],
+    tmp_path: Path,
+) -> None:
+    """completeness.check in this process, on rows committed as the crawl commits them:
+    a list of two pages short of its total, one that holds it, one with a page not
+    done and one whose pages said no total (each of the last two: not checked)."""
+    import logging
+
+    from framework.crawl import completeness
+    from framework.crawl.findings import Findings
+    from framework.crawl.page import CompiledJob
+    from framework.spec import load_spec
+
+    job = CompiledJob(load_spec(_spec(listing_site(), tmp_path, RIGHT)))
+    store = make_workspace_backend("sqlite").open()
+    heads = store.seed([NewRow("listing", f"http://s/{c}") for c in "abcd"])
+    a, b, c, d = (r.id for r in heads)
+
+    def page(row_id: int, total: int | None, found: int, next_url: str | None = None) -> int:
+        new = [NewRow("listing", next_url, context={"page": 2})] if next_url else []
+        got = store.commit(
+            Outcome(
+                row_id,
+                ok=True,
+                http_status=200,
+                new_rows=new,
+                listing={"total": total, "found": found},
+            )
+        )
+        return got.inserted[0].id if new else 0
+
+    a2 = page(a, 13, 5, "http://s/a?page=2")
+    page(a2, 13, 5)
+    page(b, 4, 4)
+    page(c, 9, 5, "http://s/c?page=2")  # its page 2 stays pending
+    page(d, None, 3)
+
+    said: list[dict[str, Any]] = []
+    findings = Findings(lambda name, **kw: said.append({"event": name, **kw}), logging.getLogger())
+    got = completeness.check(job, store, findings, logging.getLogger())
+    assert (got.lists, got.checked, got.mismatched, got.unchecked) == (4, 2, 1, 2)
+    assert got.mismatches == [
+        {
+            "kind": "listing",
+            "url": "http://s/a",
+            "pages": 2,
+            "expected": 13,
+            "found": 10,
+            "tolerance": 0,
+        }
+    ]
+    why = {n["url"]: n["why"] for n in got.not_checked}
+    assert why == {
+        "http://s/c": "1 page of the list not done",
+        "http://s/d": "no page of the list said its total",
+    }
+    (warning,) = findings.warnings()
+    assert (warning["what"], warning["detail"]) == (
+        "total_mismatch",
+        "expected 13, found 10 (short by 3)",
+    )
+    assert [e["what"] for e in said] == ["total_mismatch"]
+
+
+def test_volume_drift_compares_a_kind_read_whole_with_the_last_whole_crawl() -> None:
+    import logging
+
+    from framework.crawl.drift import Drift
+
+    said: list[dict[str, Any]] = []
+    drift = Drift(
+        lambda name, **kw: said.append(kw), logging.getLogger(), fill_drop=0.25, min_records=3
+    )
+    before = {
+        "listing": {"pages": 4, "records": 0},
+        "job": {"pages": 17, "records": 17},
+        "index": {"pages": 1, "records": 0},
+    }
+    now = {
+        "listing": {"pages": 3, "records": 0},
+        "job": {"pages": 9, "records": 12},
+        "index": {"pages": 0, "records": 0},
+        "new": {"pages": 1, "records": 1},
+    }
+    got = drift.volume(now, before, 0.25, lambda kind: [f"http://s/{kind}"])
+    # listing: 3 of 4 is a 25% drop, not more; index: under min_records; new: no before
+    assert [(d["kind"], d["what"], d["before"], d["now"]) for d in got] == [
+        ("job", "pages", 17, 9),
+        ("job", "records", 17, 12),
+    ]
+    assert got[0]["examples"] == ["http://s/job"]
+    assert said == got
