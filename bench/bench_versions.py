@@ -8,7 +8,9 @@ first on ``PYTHONPATH``; rounds alternate the order (A B, B A, ...), and the fig
 carries is the median of the per-round ratios B / A.
 
 * ``crawl``: ``framework crawl`` of bench/specs/bench.yaml into a fresh workspace, the
-  demo site started once (``--cases``), the bench's common settings.
+  demo site started once (``--cases``), the bench's common settings. With
+  ``--database URL`` the workspace is a fresh PostgreSQL schema of that database each
+  round (one crawl process: one PostgreSQL worker), dropped after it.
 * ``reparse``: ``framework reparse`` of a copy of a workspace crawled once with the
   job's ``court`` selector broken, with the fixed job: every detail item changes, as in
   bench_reparse.py. Each revision reparses a workspace it crawled itself: a kind's
@@ -22,6 +24,7 @@ carries is the median of the per-round ratios B / A.
 
     .venv/bin/python bench/bench_versions.py 1485726 f9c0f88 --what crawl --rounds 8
     .venv/bin/python bench/bench_versions.py 1485726 f9c0f88 --what reparse --rounds 8 --processes 1
+    .venv/bin/python bench/bench_versions.py bbf147e HEAD --database postgresql://postgres@127.0.0.1:5432/postgres
     .venv/bin/python bench/bench_versions.py 292a01e eb9ccbe --what status --history 900000
 
 Reported per revision: median wall and CPU seconds (user+system of the child), then the
@@ -49,6 +52,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 
+from bench_pg_crawl import drop_schemas, make_schema, schema_url  # noqa: E402
 from bench_reparse import BROKEN, FIXED, last_event  # noqa: E402
 from bench_spider import PY, SAME, SPEC, Site, setting_args  # noqa: E402
 
@@ -116,6 +120,9 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=8)
     parser.add_argument("--cases", type=int, default=3000)
     parser.add_argument("--processes", default="auto", help="reparse: --processes")
+    parser.add_argument(
+        "--database", default=None, help="crawl: into a PostgreSQL schema of this database"
+    )
     args = parser.parse_args()
     command = ".venv/bin/python bench/bench_versions.py " + " ".join(
         shlex.quote(a) for a in sys.argv[1:]
@@ -123,6 +130,7 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="bench-versions-"))
     trees = {"A": checkout(args.a, work / "A"), "B": checkout(args.b, work / "B")}
     site = Site(args.cases)
+    schemas: list[str] = []  # the PostgreSQL workspace of the round running (--database)
     try:
         project = work / "project"
         job = project / "projects" / "bench" / "job.yaml"
@@ -152,7 +160,11 @@ def main() -> int:
                     argv = [*CLI, "status", "bench", "--workspace", str(ws), "--json"]
                 elif args.what == "crawl":
                     shutil.rmtree(ws, ignore_errors=True)
-                    argv = [*CLI, "crawl", "bench", "--workspace", str(ws), "-q", *settings]
+                    where = str(ws)
+                    if args.database:  # a schema of its own: nothing of the last round
+                        schemas.append(make_schema(args.database, v.lower()))
+                        where = schema_url(args.database, schemas[-1])
+                    argv = [*CLI, "crawl", "bench", "--workspace", where, "-q", *settings]
                 else:
                     shutil.rmtree(ws, ignore_errors=True)
                     shutil.copytree(work / f"broken-{v}", ws)
@@ -160,6 +172,9 @@ def main() -> int:
                     argv += ["--processes", args.processes]
                 site.reset()
                 wall, cpu = run(argv, project, trees[v])
+                if schemas:
+                    drop_schemas(args.database, schemas)
+                    schemas.clear()
                 runs[v].append((wall, cpu))
                 served = site.served()
                 read = ""
@@ -176,6 +191,8 @@ def main() -> int:
     finally:
         site.stop()
         shutil.rmtree(work, ignore_errors=True)
+        if schemas:
+            drop_schemas(args.database, schemas)
     print(f"\ncommand: {command}")
     print(
         f"A = {args.a}, B = {args.b}; {args.what}; load average {os.getloadavg()[0]:.1f} at the end"
