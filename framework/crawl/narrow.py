@@ -39,7 +39,7 @@ fails another is read whole; ``framework reparse --all`` reads every page whole.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,7 +48,19 @@ from framework.crawl.page import CompiledJob, FieldsOf, PageResult
 from framework.extract.fields import Extraction, FieldExtractor, Scope
 from framework.spec.models import FieldSpec, ValueType
 
-__all__ = ["Narrowing", "Plan", "StoredItemData", "narrowed", "plan"]
+__all__ = [
+    "FAILED_EVENTS",
+    "Narrowing",
+    "Plan",
+    "StoredItemData",
+    "failed_fields",
+    "narrowed",
+    "plan",
+]
+
+# how many crawls and reparses back the type failures are looked for (see failed_fields)
+FAILED_LOOKBACK = 200
+FAILED_EVENTS = ("found_nothing", "run_finished", "reparse_finished")
 
 # (dedupe_key, data, parts) of the item linked to a row, data and parts as stored (JSON)
 StoredItemData = tuple[str, str, str | None]
@@ -106,11 +118,14 @@ def plan(
     read_with: Mapping[str, set[str]],
     section_of: Callable[[str], str | None],
     holds: int,
+    failing: Collection[tuple[str, str]] | None = None,
 ) -> Plan:
     """The kinds of ``job`` whose stored pages can be read field by field, by kind:
     ``digests`` are the kinds' digests now, ``read_with`` what their stored pages were
     read with, ``section_of`` the kept section of a digest, ``holds`` how many
-    candidates the workspace holds."""
+    candidates the workspace holds, ``failing`` the (kind, field)s whose values failed
+    their type in the runs that stored the items (:func:`failed_fields`; None: not
+    known, so every typed field's nulls are read again)."""
     shared = shared_part(job)
     sections = kind_sections(job)
     out = Plan()
@@ -118,7 +133,7 @@ def plan(
         before = read_with.get(name, set())
         if not before or before == {digests[name]}:
             continue  # no page of it read (or none recorded), or unchanged: not read at all
-        why = _narrowing(job, name, before, section_of, shared, sections[name], holds)
+        why = _narrowing(job, name, before, section_of, shared, sections[name], holds, failing)
         if isinstance(why, str):
             out.whole[name] = why
         else:
@@ -134,6 +149,7 @@ def _narrowing(
     shared: bytes,
     section: str,
     holds: int,
+    failing: Collection[tuple[str, str]] | None = None,
 ) -> Narrowing | str:
     """How kind ``name``, changed since its pages were read with ``before``, is read
     field by field, or why it is read whole."""
@@ -191,13 +207,46 @@ def _narrowing(
         typed={
             n: FieldExtractor({n: f}, json=kind.is_json, languages=languages)
             for n, f in spec.fields.items()
-            if n not in read and _typed(f)
+            if n not in read and _typed(f) and _may_have_failed(name, n, failing)
         },
     )
 
 
 def _may_fall_back(spec: FieldSpec) -> bool:
     return len(spec.sources) > 1 or any(_may_fall_back(f) for f in (spec.fields or {}).values())
+
+
+def _may_have_failed(kind: str, name: str, failing: Collection[tuple[str, str]] | None) -> bool:
+    """Whether a stored null of field ``name`` may be a value that failed its type: a
+    field no run failed on holds a null only where it found nothing, and reading it
+    again (its selectors, on every page) would cost the most of a narrow read."""
+    if failing is None:
+        return True
+    nested = name + "["  # a nested group's fields are counted as ``group[].field``
+    return any(k == kind and (f == name or f.startswith(nested)) for k, f in failing)
+
+
+def failed_fields(events: Iterable[Mapping[str, Any]]) -> set[tuple[str, str]] | None:
+    """The (kind, field)s whose values failed their type in the runs of ``events``
+    (:data:`FAILED_EVENTS`, newest first): each run's first failure of a field is a
+    ``found_nothing`` event as it happens (a run killed later has it too), and each
+    finished run lists them all in its ``type_failed``. None when that cannot be told:
+    a finished run from before the count was kept, or more than ``FAILED_LOOKBACK``."""
+    found: set[tuple[str, str]] = set()
+    runs = 0
+    for event in events:
+        if event.get("event") == "found_nothing":
+            if event.get("what") == "type_failed":
+                found.add((str(event.get("kind")), str(event.get("field"))))
+            continue
+        runs += 1
+        failed = event.get("type_failed")
+        if runs > FAILED_LOOKBACK or not isinstance(failed, list):
+            return None
+        for entry in failed:
+            if isinstance(entry, Mapping):
+                found.add((str(entry.get("kind")), str(entry.get("field"))))
+    return found
 
 
 def _typed(spec: FieldSpec) -> bool:

@@ -61,7 +61,7 @@ from framework import progress
 from framework.crawl.cores import CoreSample, idle_cores
 from framework.crawl.fingerprint import kind_fingerprints
 from framework.crawl.limits import Limits
-from framework.crawl.narrow import Narrowing, StoredItemData, narrowed
+from framework.crawl.narrow import FAILED_EVENTS, Narrowing, StoredItemData, failed_fields, narrowed
 from framework.crawl.narrow import Plan as NarrowPlan
 from framework.crawl.narrow import plan as narrow_plan
 from framework.crawl.outcome import OutcomeBuilder
@@ -206,6 +206,7 @@ def reparse(
                 ws.read_with(),
                 ws.read_section,
                 int(ws.store.hold_counts()["total"]),
+                failed_fields(ws.events.newest_first(FAILED_EVENTS)),
             )
         )
     # what start-up built lives as long as the run, and the workers forked next inherit

@@ -332,3 +332,20 @@ def test_a_date_failing_in_a_sub_tab_is_counted_as_the_tab_kind_s(
         k: v for k, v in entry.items() if k not in ("examples", "text")
     }
     assert f"detail.hearings.date {n} of {rows} records" in said
+
+
+def test_the_fields_that_failed_are_told_by_the_runs_events() -> None:
+    """What a narrow reparse reads again: the fields whose values failed in any run
+    (a killed one's first-failure events included), unknown past a run from before the
+    count, or past the lookback."""
+    from framework.crawl.narrow import FAILED_LOOKBACK, failed_fields
+
+    finished = {"event": "run_finished", "type_failed": [{"kind": "detail", "field": "filed"}]}
+    killed = {"event": "found_nothing", "what": "type_failed", "kind": "list", "field": "n"}
+    other = {"event": "found_nothing", "what": "field_empty", "kind": "list", "field": "x"}
+    clean = {"event": "reparse_finished", "type_failed": []}
+    assert failed_fields([clean, killed, other, finished]) == {("detail", "filed"), ("list", "n")}
+    assert failed_fields([]) == set()
+    assert failed_fields([clean, {"event": "run_finished"}]) is None  # before the count
+    assert failed_fields([clean] * FAILED_LOOKBACK) == set()
+    assert failed_fields([clean] * (FAILED_LOOKBACK + 1)) is None
