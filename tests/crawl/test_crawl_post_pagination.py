@@ -57,7 +57,7 @@ class SearchSite(ServedSite):
                 site.hits.add((self.command, parts.path, cat))
                 if parts.path == "/search":
                     options = "".join(f'<option value="{c}">{c}</option>' for c in CATEGORIES)
-                    self._send(
+                    self.send_html(
                         f'<form id="s" method="post" action="{site.action}">'
                         f'<select name="cat">{options}</select><input type="submit"></form>'
                     )
@@ -70,24 +70,16 @@ class SearchSite(ServedSite):
                     page = int(query.get("page", ["1"])[0])
                     found = [i for i in range(len(CATEGORIES) * PER_CATEGORY) if category(i) == cat]
                     shown = found[(page - 1) * PER_PAGE : page * PER_PAGE]
-                    self._send(
+                    self.send_html(
                         "".join(
                             f'<div class="hit"><a href="/item/{i}">{i}</a></div>' for i in shown
                         )
                     )
                 elif parts.path.startswith("/item/"):
                     i = int(parts.path.rsplit("/", 1)[1])
-                    self._send(f'<b class="id">{i}</b><i class="cat">{category(i)}</i>')
+                    self.send_html(f'<b class="id">{i}</b><i class="cat">{category(i)}</i>')
                 else:
                     self.send_error(404)
-
-            def _send(self, body: str) -> None:
-                data = f"<html><body>{body}</body></html>".encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "text/html; charset=utf-8")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
 
         return Handler
 

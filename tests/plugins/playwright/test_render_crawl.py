@@ -21,6 +21,7 @@ import pytest
 from framework.workspace import ErrorKind, RowStatus, Workspace
 from tests.fixtures import procs
 from tests.fixtures.crawl import CLI, url_log, workspace_items
+from tests.fixtures.wait import wait_for
 
 EXIT_HALTED = 4  # the demo site's broken pages leave rows in error, as in a plain crawl
 
@@ -139,10 +140,7 @@ def test_rendered_crawl_yields_the_static_records_field_by_field(
         if case.id != failing_id:
             assert site.hits(f"/cases/{case.id}/tab/hearings") == 1
     # pages and browser are closed with the crawl
-    deadline = time.monotonic() + 15
-    while _chromium_started_after(t0) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert _chromium_started_after(t0) == []
+    wait_for(lambda: not _chromium_started_after(t0), 15, "the crawl's browsers to exit")
 
 
 @pytest.mark.browser
@@ -236,12 +234,12 @@ def test_kill_9_and_resume_rerenders_no_ok_row(make_site, good_spec, tmp_path):
         stderr=subprocess.DEVNULL,
     )
     try:
-        deadline = time.monotonic() + 300
-        while proc.poll() is None and time.monotonic() < deadline:
-            if sum(1 for line in _lines(ws) if "/js/cases/C" in line["url"]) >= 8:
-                break
-            time.sleep(0.05)
-        assert proc.poll() is None, "the crawl ended before the kill"
+        wait_for(
+            lambda: sum(1 for line in _lines(ws) if "/js/cases/C" in line["url"]) >= 8,
+            300,
+            "8 rendered pages logged before the kill",
+            alive=lambda: proc.poll() is None or pytest.fail("the crawl ended before the kill"),
+        )
         browsers = psutil.Process(proc.pid).children(recursive=True)
         proc.send_signal(signal.SIGKILL)
         proc.wait(30)
@@ -251,10 +249,7 @@ def test_kill_9_and_resume_rerenders_no_ok_row(make_site, good_spec, tmp_path):
             proc.wait(30)
     # the browser does not outlive its crawl (Playwright's driver closes it)
     # (a zombie has exited; reaping it is the job of init, which a container may not do)
-    deadline = time.monotonic() + 30
-    while _running(browsers) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert _running(browsers) == []
+    wait_for(lambda: not _running(browsers), 30, "the killed crawl's browsers to exit")
 
     with Workspace.open(ws, create=False, readonly=True) as w:
         ok_before = [row.url for row in w.store.iter_rows(status=RowStatus.OK)]
