@@ -39,6 +39,7 @@ if TYPE_CHECKING:
 __all__ = ["EXAMPLES_MAX", "Completeness", "check", "compare"]
 
 EXAMPLES_MAX = 20  # mismatches and lists not checked kept in the run's summary
+NO_TOTAL = "no page of the list said its total"
 
 
 @dataclass
@@ -108,7 +109,7 @@ def compare(kind: str, chain: list[Row], total: TotalSpec, max_pages: int | None
     declared = [c.get("total") for c in counted if isinstance(c, Mapping)]
     expected = next((t for t in declared if isinstance(t, int)), None)
     if expected is None:
-        return {**out, "why": "no page of the list said its total"}
+        return {**out, "why": NO_TOTAL}
     if max_pages is not None and len(chain) >= max_pages:
         return {**out, "why": f"its pagination stopped at max_pages ({max_pages})"}
     found = sum(c.get("found") or 0 for c in counted if isinstance(c, Mapping))
@@ -119,6 +120,7 @@ def check(job: CompiledJob, store: Store, findings: Findings, log: logging.Logge
     """Compare every list of every kind with a ``total`` (see the module's docstring);
     each difference over its tolerance is noted as ``total_mismatch``."""
     done = Completeness()
+    silent: dict[str, Any] | None = None  # the first list whose pages said no total
     for name, kind in job.kinds.items():
         total = kind.spec.total
         if total is None:
@@ -129,6 +131,8 @@ def check(job: CompiledJob, store: Store, findings: Findings, log: logging.Logge
             verdict = compare(name, chain, total, max_pages)
             if "why" in verdict:
                 done.unchecked += 1
+                if verdict["why"] == NO_TOTAL and silent is None:
+                    silent = verdict
                 if len(done.not_checked) < EXAMPLES_MAX:
                     done.not_checked.append(verdict)
                 continue
@@ -143,12 +147,18 @@ def check(job: CompiledJob, store: Store, findings: Findings, log: logging.Logge
                 detail = f"expected {expected}, found {found} ({short} {abs(found - expected)})"
                 findings.note("total_mismatch", name, verdict["url"], detail=detail)
     if done.unchecked:
-        first = done.not_checked[0]
-        log.info(
-            "completeness: %d of %d lists not checked, e.g. %s: %s",
+        # a list whose pages never said their total is the `total` source finding
+        # nothing (a warning: the check the spec asked for did not run); a page not
+        # done yet is what the next run finishes
+        first = silent or done.not_checked[0]
+        (log.warning if silent else log.info)(
+            "completeness: %d of %d lists not checked, e.g. %s: %s%s",
             done.unchecked,
             done.lists,
             redact_url(first["url"]),
             first["why"],
+            " (check the `total` source with `framework preview URL --kind KIND`)"
+            if silent
+            else "",
         )
     return done

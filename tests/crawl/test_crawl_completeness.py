@@ -301,6 +301,7 @@ def test_lists_are_compared_whole_from_the_store(
     listing_site: Callable[..., ListingSite],
     make_workspace_backend: Callable[[str], Backend],
     tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     """completeness.check in this process, on rows committed as the crawl commits them:
     a list of two pages short of its total, one that holds it, one with a page not
@@ -361,6 +362,10 @@ def test_lists_are_compared_whole_from_the_store(
         "expected 13, found 10 (short by 3)",
     )
     assert [e["what"] for e in said] == ["total_mismatch"]
+    # a `total` source that found nothing on a list's pages is said as a warning
+    (told,) = [r for r in caplog.records if r.getMessage().startswith("completeness:")]
+    assert told.levelname == "WARNING"
+    assert "http://s/d: no page of the list said its total" in told.getMessage()
 
 
 def test_volume_drift_compares_a_kind_read_whole_with_the_last_whole_crawl() -> None:
