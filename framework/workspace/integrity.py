@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -97,9 +98,17 @@ def ensure_whole(ws: Workspace, *, deep: bool = True) -> None:
         raise WorkspaceBroken(problem)
 
 
+# An ok line as the crawl writes it (crawl/handled.py url_line: compact JSON, "time"
+# first, "row" right after "outcome"). Inside a JSON string a quote is always escaped,
+# so the marker cannot come from a site's text.
+_OK_MARK = b'"outcome":"ok"'
+_OK_LINE = re.compile(
+    rb'^\{"time":"([^"\\\n]*)",[^\n]*?"outcome":"ok","row":(\d+),[^\n]*\}$', re.MULTILINE
+)
+
+
 def _ok_lines(path: os.PathLike[str] | str, since: str | None) -> Counter[int]:
     """``ok`` lines per row in the log's tail, written after ``since`` (an ISO time)."""
-    counts: Counter[int] = Counter()
     try:
         with open(path, "rb") as fh:
             size = fh.seek(0, os.SEEK_END)
@@ -107,11 +116,25 @@ def _ok_lines(path: os.PathLike[str] | str, since: str | None) -> Counter[int]:
             fh.seek(start)
             data = fh.read()
     except FileNotFoundError:
-        return counts
-    lines = data.split(b"\n")
+        return Counter()
     if start > 0:
-        lines = lines[1:]  # began mid-line
-    lines = lines[:-1]  # after the last "\n": empty, or a torn line (not a record)
+        data = data.partition(b"\n")[2]  # began mid-line
+    data = data[: data.rfind(b"\n") + 1]  # after the last "\n": empty, or a torn line
+    # Every line as the crawl writes it: one scan, no JSON decoding (about 6 us a line,
+    # which every command that checks the workspace paid on a log of thousands of
+    # lines). A line written any other way holding the marker: each line decoded.
+    found = _OK_LINE.findall(data)
+    if len(found) != data.count(_OK_MARK):
+        return _decoded(data.split(b"\n"), since)
+    counts: Counter[int] = Counter()
+    for time, row in found:
+        if since is None or time.decode("utf-8", "replace") > since:
+            counts[int(row)] += 1
+    return counts
+
+
+def _decoded(lines: list[bytes], since: str | None) -> Counter[int]:
+    counts: Counter[int] = Counter()
     for raw in lines:
         try:
             line = json.loads(raw)
