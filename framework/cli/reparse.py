@@ -73,7 +73,13 @@ def reparse(job: str, workspace: str | None, processes: str, every_kind: bool, q
     log.setLevel(logging.WARNING if quiet else logging.INFO)
     try:
         result = run(
-            spec_path, path, progress.mode(quiet), _processes(processes), every_kind, started
+            spec_path,
+            path,
+            progress.mode(quiet),
+            _processes(processes),
+            every_kind,
+            started,
+            spec=spec,
         )
     finally:
         log.removeHandler(handler)

@@ -175,6 +175,7 @@ def reparse(
     processes: int | str = 1,
     every_kind: bool = False,
     since: CoreSample | None = None,
+    spec: JobSpec | None = None,
 ) -> ReparseResult:
     """Read the stored pages of the job's workspace again with the spec at
     ``spec_path``; commit what it gives. Blocks until done; no network.
@@ -182,9 +183,10 @@ def reparse(
     ``processes``: a number or ``auto`` (see :func:`processes_for`); ``every_kind``:
     read the pages of kinds whose digest did not change too (see :func:`_unchanged`);
     ``since``: a sample of the cores taken when the command started (for ``auto``: the
-    window it measures, framework/crawl/cores.py), else one is taken now."""
+    window it measures, framework/crawl/cores.py), else one is taken now; ``spec``: the
+    spec already loaded from ``spec_path`` (the command has it: not read twice)."""
     sample = since or CoreSample()  # for `auto`: the start-up is the measuring window
-    spec = load_spec(spec_path)
+    spec = spec if spec is not None else load_spec(spec_path)
     # a database URL (str) is checked by its read-only open below
     if isinstance(workspace, Path) and not (workspace / STATE_FILE).is_file():
         raise WorkspaceError(
