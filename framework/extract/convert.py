@@ -18,12 +18,16 @@ The contract (docs/spec-reference.md, "Types", whose example table the tests run
   number starts with ``0`` or another mark already groups them; any other single ``,``
   a decimal mark; a single ``.`` is always a decimal mark; ``'``, spaces, NBSP and
   thin spaces group thousands. ``.5`` is 0.5; ``1e3`` and ``1.5e-3`` are read as
-  exponents; ``1_234`` fails. A leading ``-`` or Unicode minus (not one joining a word,
-  as in ``A-12``), before or after a currency (``-$5``, ``$-5``, ``-EUR 5``) makes it
-  negative, and so do parentheses around the whole value (``(1,234)``, ``($1,234.00)``).
-  A magnitude (``63K``, ``1.2M``, ``2bn``, ``3 million``) fails unless the field says
-  ``magnitude: true``. A text with several numbers takes the first, except a range
-  (``10-20``, ``$10 to $20``) or a was/now text (two amounts with a currency, or
+  exponents (``1e3K``: then a magnitude), one glued to a word (``1e3a``) fails;
+  ``1_234`` fails, and so does a dotted number after ``v``, ``ver``, ``version`` or
+  ``rev`` (``v 1.2``, ``ver1.2``: a version). A leading ``-`` or Unicode minus (not
+  one joining a word, as in ``A-12``), before or after a currency (``-$5``, ``$-5``,
+  ``-EUR 5``) makes it negative, and so do parentheses around the whole value
+  (``(1,234)``, ``($1,234.00)``). A magnitude (``63K``, ``1.2M``, ``2bn``, ``3
+  million``; beside a currency also a lowercase ``m``, ``mm``, ``mn`` or ``b``:
+  ``£1.5m``, while ``5 m`` is five metres) fails unless the field says ``magnitude:
+  true``. A text with several numbers takes the first, except a range (``10-20``,
+  ``$10 to $20``) or a was/now text (two amounts with a currency, or
   ``was``/``now``/``save`` ...), which fails unless ``pick:`` (first, last, min, max)
   chooses. An integer must be integral (``12.0`` -> 12).
 * boolean: yes/no, true/false, 1/0, on/off, y/n (any case).
@@ -42,9 +46,11 @@ The contract (docs/spec-reference.md, "Types", whose example table the tests run
 * price: ``{"amount": <number>, "currency": <str | None>}``: the amount that stands
   with the currency, read by Zyte's ``price-parser`` (its own separator rules; the
   currency as written), with the sign, range, was/now, magnitude and ``pick`` rules of
-  numbers; refused: a currency that is part of a word, a percentage, 'free' (an amount
-  only with ``free: 0``), two amounts with a currency. A JSON number is an amount
-  without a currency.
+  numbers (a price's ``m``, ``mm``, ``mn`` or ``b`` is a magnitude, currency or not),
+  and an amount with an exponent (``$1e3``, which price-parser reads as 1) read as
+  ``number`` reads it; refused: a currency that is part of a word, a percentage,
+  'free' (an amount only with ``free: 0``), two amounts with a currency. A JSON number
+  is an amount without a currency.
 * duration: seconds (an int when whole) of an ISO 8601 duration (``PT2H30M``,
   ``P1DT2H``; weeks and days are 7 x 24 and 24 hours; years and months fail), units
   from the largest down (``2h 30m``, ``90 min``, ``1 hour and 15 minutes``) or

@@ -1,8 +1,9 @@
 """Held records are visible and a crawl that holds some needs attention: `status` lists
 the held keys under every rule they break (text and --json), `review` lists the invalid
 holds beside the changes, `preview` says `held` exactly when the crawl holds, reparse
-counts its holds, --halt-on-drift reports no hold it did not write, and the crawl and
-`status` both answer exit 4 while a record is held."""
+counts its holds, --halt-on-drift reports no hold it did not write, the crawl and
+`status` both answer exit 4 while a record is held, and a price whose currency changed
+is held under its change limit with the currency named."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from typing import Any
 import pytest
 
 from framework.workspace import Workspace
-from tests.fixtures.crawl import events, run_cli
+from tests.fixtures.crawl import events, run_cli, workspace_items
 from tests.fixtures.server import QuietHandler, ServedSite
 
 EXIT_OK, EXIT_HALTED = 0, 4
@@ -261,3 +262,69 @@ def test_halt_on_drift_reports_no_hold_it_did_not_write(shop: Shop, project: Pat
     assert finished["event"] == "run_finished"
     assert finished["reason"] == "drift"
     assert finished["counts"]["items_review"] == 0
+
+
+PRICED = """\
+name: holds
+source_type: holds
+start_urls: ["{base}/list"]
+list:
+  follow: "a.item::attr(href)"
+detail:
+  id: {{css: "#id::text", required: true}}
+  fields:
+    title: "h1::text"
+    price: {{css: ".price::text", type: price, max_change: 50%}}
+"""
+
+
+@pytest.mark.process
+def test_a_change_of_currency_is_held_with_its_reason(tmp_path: Path) -> None:
+    """`$10.00` -> `€10.00`: the same amount, no move of 0%, but no longer the same
+    price: held under `max_change` as a currency change, named by the crawl, `status`
+    and `review`, the accepted `$10.00` still the item."""
+    site = Shop({1: {"price": "$10.00"}, 2: {"price": "$20.00"}}).start()
+    try:
+        spec = tmp_path / "projects" / JOB / "job.yaml"
+        spec.parent.mkdir(parents=True)
+        spec.write_text(PRICED.format(base=site.url), encoding="utf-8")
+        r = crawl(tmp_path)
+        assert r.returncode == EXIT_OK, r.stderr[-3000:]
+        ten = {"amount": 10, "currency": "$"}
+        assert workspace_items(tmp_path / "var" / JOB)["holds:1"]["price"] == ten
+
+        site.set(1, price="\u20ac10.00")
+        site.set(2, price="$21.00")  # 5%: within the limit, stored
+        assert cli(tmp_path, "requeue", JOB, "--kind", "detail").returncode == EXIT_OK
+        r = crawl(tmp_path)
+        assert r.returncode == EXIT_HALTED, r.stderr[-3000:]
+        assert "holds 1 record back, never shipped (1 review_required)" in r.stderr
+        assert "field 'price' currency" in r.stderr
+        assert holds(tmp_path) == {"holds:1": ("review_required", ["currency"])}
+        items = workspace_items(tmp_path / "var" / JOB)
+        assert items["holds:1"]["price"] == ten  # the accepted version still ships
+        assert items["holds:2"]["price"] == {"amount": 21, "currency": "$"}
+        finished = events(tmp_path / "var" / JOB)[-1]
+        assert (finished["event"], finished["exit_code"]) == ("run_finished", EXIT_HALTED)
+        assert finished["counts"]["items_review"] == 1
+
+        report, text = status(tmp_path)
+        assert (report["state"], report["exit_code"]) == ("held", EXIT_HALTED)
+        assert report["held"]["by_status"] == {"review_required": 1}
+        assert report["held"]["keys"]["by_rule"] == {"price: currency": ["holds:1"]}
+        assert "  price: currency (1): holds:1" in text
+
+        listed = cli(tmp_path, "review", JOB)
+        assert listed.returncode == EXIT_OK, listed.stderr
+        assert "holds:1  (price currency; held since" in listed.stdout
+        assert '{"amount": 10, "currency": "$"} -> {"amount": 10, "currency": "\u20ac"}' in (
+            listed.stdout
+        )
+        [held] = json.loads(cli(tmp_path, "review", JOB, "--json").stdout)
+        assert (held["key"], held["status"]) == ("holds:1", "review_required")
+        [reason] = held["reasons"]
+        assert (reason["rule"], reason["field"]) == ("currency", "price")
+        assert reason["reason"] == "the currency changed from '$' to '\u20ac'"
+        assert held["candidate"]["price"] == {"amount": 10, "currency": "\u20ac"}
+    finally:
+        site.stop()

@@ -14,13 +14,6 @@ from framework.extract.converters.context import ConversionError, ConvertContext
 
 __all__ = ["Found", "chosen", "magnitude_factor", "numbers_in", "parse_number", "scaled_by"]
 
-# One number as written: an optional leading dot (".5"), digits joined by marks (each
-# checked afterwards), spaces or apostrophes only before a group of exactly three
-# digits, an exponent not glued to a word ("1e3", not "1e3a").
-_TOKEN = re.compile(
-    r"(?P<dot>\.)?(?P<body>\d+(?:(?:[.,_]|['\u00a0\u202f\u2009 ](?=\d{3}(?!\d)))\d+)*)"
-    r"(?P<exp>[eE][-+\u2212]?\d+(?![^\W\d_]))?"
-)
 _SPACES = str.maketrans("", "", "'\u00a0\u202f\u2009 ")
 # currency symbols (Unicode's Sc category, the common ones) and what is written like one
 _SYMBOLS = "$\u00a2\u00a3\u00a5\u20a0-\u20bf\ufdfc\ufe69\uff04\uffe0\uffe1\uffe5\uffe6\u0e3f\u09f3"
@@ -58,10 +51,28 @@ _MAGNITUDES = {
     "miliar": 1_000_000_000,
     "trillion": 1_000_000_000_000,
 }
+# Magnitudes only beside a currency or in a price: "£1.5m", "$5mn", "$2b" (a plain
+# "5 m" is five metres, "1.5 mm" a length, "5m2" an area)
+_MONEY_MAGNITUDES = {"m": 1_000_000, "mm": 1_000_000, "mn": 1_000_000, "b": 1_000_000_000}
+# one expression for both (one match per number): `word` any number's, `money` those
 _MAGNITUDE = re.compile(
-    r"\s?(?P<word>"
+    r"\s?(?:(?P<word>"
     + "|".join(sorted(map(re.escape, _MAGNITUDES), key=len, reverse=True))
     + r"|(?i:thousand|million|billion|trillion)s?)\.?(?![^\W\d_])"
+    + r"|(?P<money>mm|mn|m|b)\.?(?!\w))"
+)
+_MAGNITUDE_WORDS = "|".join(
+    sorted(map(re.escape, {*_MAGNITUDES, *_MONEY_MAGNITUDES}), key=len, reverse=True)
+)
+# One number as written: an optional leading dot (".5"), digits joined by marks (each
+# checked afterwards), spaces or apostrophes only before a group of exactly three
+# digits, an exponent not glued to a word ("1e3", "1e3K", not "1e3a": see _GLUED_EXP).
+_TOKEN = re.compile(
+    r"(?P<dot>\.)?(?P<body>\d+(?:(?:[.,_]|['\u00a0\u202f\u2009 ](?=\d{3}(?!\d)))\d+)*)"
+    r"(?P<exp>[eE][-+\u2212]?\d+(?!\d)"
+    rf"(?:(?![^\W\d_])|(?=(?:{_MAGNITUDE_WORDS}|(?i:thousand|million|billion|trillion)s?)"
+    r"\.?(?!\w)))"
+    r")?"
 )
 # what joins the two ends of a range: "10-20", "$10 - $20", "10 to 20", "10 bis 20"
 _RANGE_JOIN = re.compile(
@@ -139,6 +150,24 @@ def _digits(body: str, text: str) -> str:
 
 
 _DECIMAL = re.compile(r"\d+(?:\.\d+)?")
+# what makes a dotted number a version: "v1.2", "v 1.2", "ver1.2", "Version: 1.2" (a
+# word of its own: see _version; spelled out in cases, which searches faster than
+# IGNORECASE)
+_VERSION = re.compile(
+    r"(?:[vV](?:[eE][rR](?:[sS](?:[iI][oO][nN])?)?)?|[rR][eE][vV](?:[iI][sS][iI][oO][nN])?)"
+    r"[.:]?\s?$"
+)
+
+
+def _version(text: str, start: int) -> bool:
+    """Whether the number at ``start`` follows a version word (``v``, ``ver``,
+    ``version``, ``rev``) that is a word of its own (``Av 1.5`` is no version)."""
+    found = _VERSION.search(text, max(0, start - 12), start)
+    return found is not None and (found.start() == 0 or not _joins(text[found.start() - 1]))
+
+
+# "1e3a": an exponent glued to a word, read neither as 1 nor as 1000
+_GLUED_EXP = re.compile(r"[eE][-+\u2212]?\d")
 
 
 class Found:
@@ -147,6 +176,7 @@ class Found:
 
     __slots__ = (
         "end",
+        "exp_at",
         "magnitude",
         "money",
         "negative",
@@ -156,7 +186,7 @@ class Found:
         "value",
     )
 
-    def __init__(self, m: re.Match[str], text: str, magnitude: bool) -> None:
+    def __init__(self, m: re.Match[str], text: str, magnitude: bool, money: bool) -> None:
         start = m.start()
         body = m.group("body")
         lead = m.group("dot") is not None
@@ -164,13 +194,19 @@ class Found:
             lead, start = False, start + 1  # "No.5" is five, not 0.5
         if lead and not body.isdigit():
             raise ConversionError(f"not a number: {short(text)} (a dot before marks)")
-        version = "." in body and start > 0 and text[start - 1] in "vV"
-        if version and (start == 1 or not _joins(text[start - 2])):
+        if "." in body and start > 0 and _version(text, start):
             raise ConversionError(f"not a number: {short(text)} (a version)")
         digits = "0." + body if lead else _digits(body, text)
         exp = m.group("exp")
-        if exp is not None and not lead and _DECIMAL.fullmatch(body) is None:
-            raise ConversionError(f"not a number: {short(text)} (an exponent after separators)")
+        end = self.num_end = m.end()
+        if exp is None:
+            self.exp_at = -1
+            if end < len(text) and text[end] in "eE" and _GLUED_EXP.match(text, end):
+                raise ConversionError(f"not a number: {short(text)} (an exponent glued to a word)")
+        else:
+            self.exp_at = m.start("exp")
+            if not lead and _DECIMAL.fullmatch(body) is None:
+                raise ConversionError(f"not a number: {short(text)} (an exponent after separators)")
         try:
             if exp is not None:
                 number: int | float = float(digits + "e" + exp[1:].replace("\u2212", "-"))
@@ -180,17 +216,25 @@ class Found:
                 number = int(digits)
         except ValueError as exc:
             raise ConversionError(f"not a number: {short(text)}") from exc
-        end = self.num_end = m.end()
+        head = text[max(0, start - 12) : start]
         self.magnitude = ""
         mag = _MAGNITUDE.match(text, end)
+        # "£1.5m" is 1.5 million, "5 m" five metres: only beside a currency or in a price
+        if (
+            mag is not None
+            and mag.group("word") is None
+            and not money
+            and _CURRENCY_BEFORE.search(head) is None
+            and _CURRENCY_AFTER.match(text, mag.end()) is None
+        ):
+            mag = None
         if mag is not None:
-            self.magnitude = mag.group("word")
+            self.magnitude = mag.group("word") or mag.group("money")
             if magnitude:
                 number = scaled_by(number, magnitude_factor(self.magnitude))
                 end = mag.end()
         self.start, self.end, self.value = start, end, number
         self.percent = text[end : end + 2].lstrip()[:1] == "%"
-        head = text[max(0, start - 12) : start]
         sign = _SIGN_BEFORE.search(head)
         self.negative = False
         if sign is not None:
@@ -212,7 +256,11 @@ class Found:
 
 
 def magnitude_factor(word: str) -> int:
-    return _MAGNITUDES.get(word) or _MAGNITUDES[word.lower().rstrip("s")]
+    return (
+        _MAGNITUDES.get(word)
+        or _MONEY_MAGNITUDES.get(word)
+        or _MAGNITUDES[word.lower().rstrip("s")]
+    )
 
 
 def _joins(c: str) -> bool:
@@ -229,8 +277,10 @@ def scaled_by(number: int | float, factor: int) -> int | float:
     return int(scaled) if scaled == scaled.to_integral_value() else float(scaled)
 
 
-def numbers_in(text: str, magnitude: bool) -> list[Found]:
-    found = [Found(m, text, magnitude) for m in _TOKEN.finditer(text)]
+def numbers_in(text: str, magnitude: bool, *, money: bool = False) -> list[Found]:
+    """Every number of ``text``; ``money``: the text is an amount (a price), whose
+    ``m`` after a number is a million with a currency or without."""
+    found = [Found(m, text, magnitude, money) for m in _TOKEN.finditer(text)]
     for a, b in pairwise(found):
         if b.negative and _is_range(text, a, b):
             b.negative = False  # "10 - 20": the dash joins a range

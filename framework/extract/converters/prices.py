@@ -1,6 +1,7 @@
 """The ``price`` type: the amount that stands with the currency, read by Zyte's
 ``price-parser``, with the sign, range, was/now, magnitude and ``pick`` rules of numbers
-(:mod:`framework.extract.converters.numbers`)."""
+(:mod:`framework.extract.converters.numbers`); an amount with an exponent (``$1e3``),
+which price-parser does not read, is read as ``number`` reads it."""
 
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ def to_price(value: Any, ctx: ConvertContext) -> dict[str, Any]:
         return {"amount": finite(value, value), "currency": None}
     if not isinstance(value, str):
         raise ConversionError(f"not a price: {value!r}")
-    tokens = numbers_in(value, ctx.magnitude)
+    tokens = numbers_in(value, ctx.magnitude, money=True)
     found = [f for f in tokens if not f.percent]
     if _FREE.search(value) is not None and ctx.pick is None:
         if found:
@@ -50,14 +51,21 @@ def to_price(value: Any, ctx: ConvertContext) -> dict[str, Any]:
     lo = tokens[at - 1].end if at > 0 else 0
     hi = tokens[at + 1].start if at + 1 < len(tokens) else len(value)
     segment = value if len(tokens) == 1 else value[lo:hi]
-    if one.magnitude:  # "63K": the digits for price-parser, then the magnitude's factor
+    if one.exp_at >= 0:
+        # price-parser reads no exponent ("$1e3" would be 1): the amount as `number`
+        # reads it (magnitude included), the currency from the text without the exponent
+        segment = value[lo : one.exp_at] + value[one.end : hi]
+    elif one.magnitude:  # "63K": the digits for price-parser, then the magnitude's factor
         segment = value[lo : one.num_end] + value[one.end : hi]
     price = Price.fromstring(segment)
     if price.amount is None:
         raise ConversionError(f"no price in {short(value)}")
-    amount = from_decimal(price.amount)
-    if one.magnitude:
-        amount = scaled_by(amount, magnitude_factor(one.magnitude))
+    if one.exp_at >= 0:
+        amount = one.value
+    else:
+        amount = from_decimal(price.amount)
+        if one.magnitude:
+            amount = scaled_by(amount, magnitude_factor(one.magnitude))
     currency = price.currency
     if currency is not None and _HAS_LETTER.search(currency) is not None:
         # price-parser takes letters out of words for a code ("FREE" gives "FR")
