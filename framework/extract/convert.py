@@ -84,6 +84,7 @@ from framework.extract.converters.languages import (
 
 # a global of this module, so that a test can tell whether to_number's slow path ran
 from framework.extract.converters.numbers import parse_number as _parse_number
+from framework.extract.converters.numbers import plain_money
 from framework.extract.converters.prices import to_price
 from framework.extract.converters.urls import URL_SCHEMES, to_url
 
@@ -173,7 +174,8 @@ def to_number(value: Any, ctx: ConvertContext) -> int | float:
             return int(value)
         if _PLAIN_FLOAT.fullmatch(value) is not None:
             return float(value)
-        number = _parse_number(value, ctx)
+        money = plain_money(value)  # "Rp 1.234,50", "$1,234.50": only the separators' rules
+        number = _parse_number(value, ctx) if money is None else money
     else:
         raise ConversionError(f"not a number: {value!r}")
     return finite(number, value)

@@ -241,10 +241,11 @@ def test_plain_numbers_take_the_fast_path(monkeypatch: pytest.MonkeyPatch) -> No
 
     monkeypatch.setattr(convert, "_parse_number", boom)
     ctx = convert.ConvertContext(date_format=None, absolute=True)
-    for text in ("12", "-3", "12.50", "0.5", "123456789012"):
+    for text in ("12", "-3", "12.50", "0.5", "123456789012", "1,234", "Rp 1.234,50", "$5"):
         convert.to_number(text, ctx)
-    with pytest.raises(AssertionError, match="slow path"):
-        convert.to_number("1,234", ctx)
+    for text in ("-$5.00", "1.2K", "10-20"):
+        with pytest.raises(AssertionError, match="slow path"):
+            convert.to_number(text, ctx)
 
 
 def test_messages_name_the_text_and_the_way_out() -> None:

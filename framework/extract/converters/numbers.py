@@ -12,7 +12,15 @@ from itertools import pairwise
 
 from framework.extract.converters.context import ConversionError, ConvertContext, short
 
-__all__ = ["Found", "chosen", "magnitude_factor", "numbers_in", "parse_number", "scaled_by"]
+__all__ = [
+    "Found",
+    "chosen",
+    "magnitude_factor",
+    "numbers_in",
+    "parse_number",
+    "plain_money",
+    "scaled_by",
+]
 
 _SPACES = str.maketrans("", "", "'\u00a0\u202f\u2009 ")
 # currency symbols (Unicode's Sc category, the common ones) and what is written like one
@@ -147,6 +155,43 @@ def _digits(body: str, text: str) -> str:
             raise ConversionError(f"not a number: {short(text)} (a ',' that groups nothing)")
         return head + tail  # 1,234: thousands
     return head + "." + tail
+
+
+# The common money texts ("Rp 1.234.567,50", "$1,234.50", "1.234,50 EUR"): one number
+# with a currency before or after it and nothing else, so that no rule but the
+# separators' can apply (no sign, version word, exponent, magnitude, range, percent or
+# parenthesis). Codes are a fixed list, none a magnitude or version word; a code or a
+# letter symbol stands apart from the digits by one space, as "Rp1" or "USD5" could be
+# read otherwise. Every other text takes the whole path; both give the same value.
+_CODES = (
+    "USD|EUR|GBP|JPY|CNY|IDR|INR|CHF|CAD|AUD|NZD|SEK|NOK|DKK|PLN|CZK|HUF|RUB|BRL|MXN|ZAR|"
+    "SGD|HKD|KRW|TRY|THB|MYR|PHP|VND|AED|SAR|ILS|Rp|Rs"
+)
+_SIGNS = "$\u20ac\u00a3\u00a5\u20b9\u20a9\u20bd\u20ba\u0e3f"
+_PLAIN_MONEY = re.compile(
+    rf"(?:[{_SIGNS}] ?|(?:{_CODES}) )?"
+    # thousands grouped by one mark, then decimals after the other: read as they stand
+    r"(?:(?P<dots>[1-9]\d{0,2}(?:\.\d{3})+),(?P<dots_frac>\d+)"
+    r"|(?P<commas>[1-9]\d{0,2}(?:,\d{3})+)\.(?P<commas_frac>\d+)"
+    r"|(?P<body>\d+(?:[.,]\d+)*))"  # any other marks: by the separator rules
+    rf"(?: ?[{_SIGNS}]| (?:{_CODES}))?"
+)
+
+
+def plain_money(text: str) -> int | float | None:
+    """The number of a text that :data:`_PLAIN_MONEY` matches whole (raising as the
+    whole path raises on marks that group nothing), else None: read it whole."""
+    m = _PLAIN_MONEY.fullmatch(text)
+    if m is None:
+        return None
+    whole = m.group("dots")
+    if whole is not None:  # what _digits makes of "1.234.567,50", without its steps
+        return float(whole.replace(".", "") + "." + m.group("dots_frac"))
+    whole = m.group("commas")
+    if whole is not None:
+        return float(whole.replace(",", "") + "." + m.group("commas_frac"))
+    digits = _digits(m.group("body"), text)
+    return float(digits) if "." in digits else int(digits)
 
 
 _DECIMAL = re.compile(r"\d+(?:\.\d+)?")
