@@ -9,7 +9,10 @@ Formats are Scrapy's (:mod:`scrapy.exporters`), chosen by the file's extension:
 
 * ``.jsonl`` (also ``.jl``) and ``.json``: the items exactly as stored (the dict a
   crawl emits: ``dedupe_key``, ``source_type``, ``source_id`` and the data), with the
-  URL of the page each came from as ``url`` after the keys (:func:`item_dict`).
+  URL of the page each came from as ``url`` after the keys (:func:`item_dict`); text
+  that would act on a terminal or an editor rather than show (DEL, C1 controls,
+  bidirectional marks, U+2028/U+2029) is written as ``\\u`` escapes, the same JSON
+  (:mod:`framework.exporters`).
 * ``.csv``: one row per item, one column per key of any item (in first-seen order);
   CSV is text, so a cell holds a string as is, a number or flag as its JSON text
   (``12.5``, ``true``), a list or record as JSON, and null as an empty cell; a cell a
@@ -19,14 +22,18 @@ Formats are Scrapy's (:mod:`scrapy.exporters`), chosen by the file's extension:
   key that is no XML name is ``<field name="...">`` (:mod:`framework.exporters`).
 
 The feed arguments of a crawl (``-o``/``-O``, Scrapy's syntax) are checked here too,
-so an unknown extension is one line (:class:`~framework.errors.UsageError`), not
-Scrapy's traceback. This module reads the workspace only; it must not write to it.
+so an unknown extension or a symlink where the file goes is one line
+(:class:`~framework.errors.UsageError`), not Scrapy's traceback; their files are written
+by :class:`~framework.exporters.FeedFileStorage` (``FEED_STORAGES`` in
+:mod:`framework.scrapy_settings`), private and never through a symlink, as an export's
+are. This module reads the workspace only; it must not write to it.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import stat
 import sys
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
@@ -34,9 +41,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
+from urllib.parse import urlsplit
 
 from framework.errors import FrameworkError, UsageError
-from framework.files import PRIVATE_FILE
+from framework.files import PRIVATE_FILE, link_refused, make_private_dir
 from framework.workspace import StoredItem, Workspace
 from framework.workspace.records import PAGE_URL_KEYS, page_url_meta
 
@@ -52,9 +60,9 @@ __all__ = [
 
 #: extension -> Scrapy exporter, for ``framework export``
 FORMATS: dict[str, str] = {
-    "jsonl": "scrapy.exporters.JsonLinesItemExporter",
-    "jl": "scrapy.exporters.JsonLinesItemExporter",
-    "json": "scrapy.exporters.JsonItemExporter",
+    "jsonl": "framework.exporters.JsonLinesExporter",  # what acts on a terminal escaped
+    "jl": "framework.exporters.JsonLinesExporter",
+    "json": "framework.exporters.JsonExporter",
     "csv": "framework.exporters.CsvExporter",  # formulas written as text
     "xml": "framework.exporters.XmlExporter",  # any key, any text: well-formed
 }
@@ -135,8 +143,9 @@ def export_items(
     """Write the workspace's items to ``target`` (``-``: stdout). A file is replaced
     whole and only once complete (written beside it, then renamed), so a reader never
     sees half an export and an interrupted export leaves the old file. Missing folders
-    are created (as a crawl's ``-o`` does); the file gets the mode the old one had, or,
-    new, 0600 (its items come from logged-in pages). A path that cannot be written is a
+    are created 0700 (as a crawl's ``-o`` does); the file gets the mode the old one had,
+    or, new, 0600 (its items come from logged-in pages). A symlink at ``target`` is
+    refused, not replaced nor written through. A path that cannot be written is a
     :class:`UsageError`, a write that fails midway (a full disk) a
     :class:`FrameworkError`: one line each, the old file left as it was."""
     fmt = format_of(target, fmt)
@@ -150,11 +159,13 @@ def export_items(
             out.flush()
             return ExportResult(target, fmt, n, stored)
         path = Path(target)
+        if path.is_symlink():
+            raise link_refused(path)
         if path.is_dir():
             raise UsageError(f"cannot export to {target!r}: it is a folder; name a file in it")
         folder = path.parent if str(path.parent) else Path(".")
         try:
-            folder.mkdir(parents=True, exist_ok=True)
+            make_private_dir(folder)
             fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=folder)
         except OSError as exc:
             raise UsageError(f"cannot write {target!r}: {exc.strerror or exc}") from None
@@ -180,13 +191,15 @@ def export_items(
 
 
 def _mode(path: Path) -> int:
-    """The permission bits of the file that ``path`` replaces, or, for a new one, the
-    owner's only (0600): whatever the umask, exported items stay as private as the
-    workspace they come from."""
+    """The permission bits of the file that ``path`` replaces, or, for a new one (or a
+    symlink planted since it was refused: replaced, never followed), the owner's only
+    (0600): whatever the umask, exported items stay as private as the workspace they
+    come from."""
     try:
-        return path.stat().st_mode & 0o7777
+        st = path.lstat()
     except OSError:
         return PRIVATE_FILE
+    return PRIVATE_FILE if stat.S_ISLNK(st.st_mode) else stat.S_IMODE(st.st_mode)
 
 
 def _columns(ws: Workspace, only_complete: bool, since: str | None) -> list[str]:
@@ -255,6 +268,16 @@ def _absent(value: Any) -> bool:
     return value is None or (isinstance(value, list | tuple | Mapping) and not value)
 
 
+def _feed_path(uri: str) -> Path | None:
+    """The local file a feed URI names (a plain path or ``file:``), or None (s3:, ...)."""
+    from w3lib.url import file_uri_to_path
+
+    scheme = urlsplit(uri).scheme
+    if scheme == "file":
+        return Path(file_uri_to_path(uri))
+    return Path(uri) if scheme == "" else None
+
+
 def feed_settings(output: Sequence[str], overwrite: Sequence[str]) -> dict[str, dict[str, Any]]:
     """The FEEDS setting for a crawl's ``-o``/``-O`` (Scrapy's syntax: ``FILE`` with a
     known extension, or ``URI:FORMAT``), or a one-line UsageError: Scrapy raises its
@@ -272,7 +295,7 @@ def feed_settings(output: Sequence[str], overwrite: Sequence[str]) -> dict[str, 
     settings = Settings()
     settings.setmodule(scrapy_settings, priority="project")
     try:
-        return feed_process_params_from_cli(
+        feeds: dict[str, dict[str, Any]] = feed_process_params_from_cli(
             settings, list(output), overwrite_output=list(overwrite) or None
         )
     except ScrapyUsageError as exc:
@@ -283,6 +306,11 @@ def feed_settings(output: Sequence[str], overwrite: Sequence[str]) -> dict[str, 
             f"-o/-O {what!r}: unknown feed format; use a file ending in one of "
             f"{formats} (or FILE:FORMAT)"
         ) from exc
+    for uri in feeds:
+        path = _feed_path(uri)
+        if path is not None and path.is_symlink():
+            raise link_refused(path)  # before the crawl, not at its first item
+    return feeds
 
 
 def _feed_format(element: str, formats: str) -> str | None:

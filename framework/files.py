@@ -59,8 +59,14 @@ def refuse_links(folder: Path, names: Iterable[str]) -> None:
 
 
 def make_private_dir(folder: Path) -> None:
-    """``folder`` (and missing parents) made; the folder itself, when new, 0700."""
-    folder.mkdir(parents=True, exist_ok=True, mode=PRIVATE_DIR)
+    """``folder`` and its missing parents made, each new one 0700 (``mkdir -p``, and
+    ``Path.mkdir(parents=True)``, would make the parents by the umask: 0755)."""
+    if folder.is_dir():
+        return
+    parent = folder.parent
+    if parent != folder:
+        make_private_dir(parent)
+    folder.mkdir(mode=PRIVATE_DIR, exist_ok=True)
 
 
 def create_private(path: Path) -> None:

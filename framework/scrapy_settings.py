@@ -15,11 +15,21 @@ REMOTE_CONTROL_ENABLED = False
 TELNETCONSOLE_ENABLED = False
 # `scrapy parse` runs the job's spider in parse-only mode (no workspace): see there.
 COMMANDS_MODULE = "framework.scrapy_commands"
-# A crawl's -o/-O feeds write CSV and XML as `framework export` does: formulas as text,
-# any key and any text well-formed (framework/exporters.py)
+# A crawl's -o/-O feeds write as `framework export` does (framework/exporters.py): CSV
+# formulas as text, XML well-formed whatever the keys and text, JSON with what acts on
+# a terminal escaped; a local file created private (0600, folders 0700), never written
+# through a symlink.
 FEED_EXPORTERS = {
     "csv": "framework.exporters.CsvExporter",
     "xml": "framework.exporters.XmlExporter",
+    "json": "framework.exporters.JsonExporter",
+    "jsonlines": "framework.exporters.JsonLinesExporter",
+    "jsonl": "framework.exporters.JsonLinesExporter",
+    "jl": "framework.exporters.JsonLinesExporter",
+}
+FEED_STORAGES = {
+    "": "framework.exporters.FeedFileStorage",
+    "file": "framework.exporters.FeedFileStorage",
 }
 # `--metrics-port`'s server (framework/crawl/metrics.py), beside Scrapy's own extensions:
 # in the base dict, so a job's or the command line's EXTENSIONS cannot drop it by

@@ -1,19 +1,25 @@
 """Exports of items a hostile site chose: CSV that a spreadsheet cannot run, XML that
 always parses. Through the real command (in-process: ``framework.cli.main``) on a real
-workspace holding such items."""
+workspace holding such items. And the feed storage of a crawl's ``-o``/``-O``: private,
+never through a symlink."""
 
 from __future__ import annotations
 
 import csv
 import io
+import os
+import stat
 import xml.etree.ElementTree as ET
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from framework.cli import main
-from framework.exporters import csv_safe, xml_text
+from framework.errors import WorkspaceError
+from framework.export import feed_settings
+from framework.exporters import FeedFileStorage, csv_safe, xml_text
 from framework.workspace import ItemWrite, NewRow, Outcome, Workspace
 from tests.crawl.test_crawl_hostile import DETAIL_BY_URL
 from tests.crawl.test_crawl_hostile import _write_spec as write_spec
@@ -128,3 +134,93 @@ def test_a_crawls_csv_and_xml_feeds_are_written_as_export_writes_them(
     assert [c for c in _cells(csv_out) if c.startswith("=")] == []
     root = ET.parse(xml_out).getroot()  # noqa: S314 - our own file
     assert [i.findtext("text") for i in root] == [FORMULAS[0]]
+
+
+# a crawl's -o/-O file -------------------------------------------------------------------
+@pytest.fixture
+def open_umask() -> Iterator[None]:
+    old = os.umask(0o022)  # what most systems start with: 0644 files, 0755 folders
+    try:
+        yield
+    finally:
+        os.umask(old)
+
+
+def _mode(path: Path) -> int:
+    return stat.S_IMODE(path.lstat().st_mode)
+
+
+def _store(storage: FeedFileStorage, data: bytes) -> None:
+    fh = storage.open(None)
+    fh.write(data)
+    storage.store(fh)
+
+
+def test_a_feed_file_is_created_private_in_private_folders(
+    open_umask: None, tmp_path: Path
+) -> None:
+    path = tmp_path / "feeds" / "daily" / "items.jsonl"
+    _store(FeedFileStorage(str(path)), b"1\n")
+    assert (_mode(path), _mode(path.parent), _mode(path.parent.parent)) == (0o600, 0o700, 0o700)
+    _store(FeedFileStorage(path.as_uri()), b"2\n")  # -o appends; a file: URI alike
+    assert path.read_bytes() == b"1\n2\n"
+    path.chmod(0o640)  # the owner's choice stays
+    _store(FeedFileStorage(str(path), feed_options={"overwrite": True}), b"3\n")  # -O
+    assert (path.read_bytes(), _mode(path)) == (b"3\n", 0o640)
+
+
+@pytest.mark.parametrize("overwrite", [False, True])
+def test_a_feed_file_is_never_written_through_a_symlink(tmp_path: Path, overwrite: bool) -> None:
+    """Even when the link appears after the crawl command checked the path."""
+    target = tmp_path / "bashrc"
+    target.write_bytes(b"# mine\n")
+    link = tmp_path / "items.jsonl"
+    link.symlink_to(target)
+    storage = FeedFileStorage(str(link), feed_options={"overwrite": overwrite})
+    with pytest.raises(WorkspaceError, match="is a symbolic link"):
+        storage.open(None)
+    assert target.read_bytes() == b"# mine\n"
+    flag = "-O" if overwrite else "-o"
+    with pytest.raises(WorkspaceError, match="is a symbolic link") as caught:
+        feed_settings([] if overwrite else [str(link)], [str(link)] if overwrite else [])
+    assert str(link) in str(caught.value), flag
+
+
+def test_a_crawls_feeds_go_through_the_private_storage_and_the_escaping_exporters() -> None:
+    from scrapy.settings import Settings
+
+    from framework import scrapy_settings
+
+    settings = Settings()
+    settings.setmodule(scrapy_settings, priority="project")
+    storages = settings.getwithbase("FEED_STORAGES")
+    assert storages[""] == storages["file"] == "framework.exporters.FeedFileStorage"
+    exporters = settings.getwithbase("FEED_EXPORTERS")
+    assert {f: exporters[f].rsplit(".", 1)[1] for f in ("json", "jsonlines", "jsonl", "jl")} == {
+        "json": "JsonExporter",
+        "jsonlines": "JsonLinesExporter",
+        "jsonl": "JsonLinesExporter",
+        "jl": "JsonLinesExporter",
+    }
+
+
+def test_an_export_folder_is_made_private(
+    open_umask: None, hostile_ws: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "exports" / "2026" / "items.csv"
+    _export(hostile_ws, out)
+    assert (_mode(out), _mode(out.parent), _mode(out.parent.parent)) == (0o600, 0o700, 0o700)
+
+
+def test_an_export_to_a_symlink_is_refused_and_its_target_kept(
+    hostile_ws: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    target = tmp_path / "bashrc"
+    target.write_bytes(b"# mine\n")
+    link = tmp_path / "items.jsonl"
+    link.symlink_to(target)
+    code = main(["export", "anyjob", "--workspace", str(hostile_ws), "-o", str(link)])
+    assert code == 2
+    assert capsys.readouterr().err.startswith(f"error: {link} is a symbolic link")
+    assert target.read_bytes() == b"# mine\n"
+    assert link.is_symlink()

@@ -13,6 +13,7 @@ from typing import Any
 import click
 
 from framework.errors import UsageError
+from framework.jsontext import escape_json
 from framework.project import find_root, resolve_job
 from framework.terminal import printable
 
@@ -94,7 +95,7 @@ def preview(
     report = pv.explain(spec, kind, response, origin=origin, mask=secrets.mask_value, carry=carry)
     if as_json:
         text = json.dumps(report.as_dict(), ensure_ascii=False, indent=2, default=str)
-        click.echo(json_printable(text))
+        click.echo(escape_json(text))  # what a terminal obeys, as \u escapes
     else:
         if chosen_by:  # on stderr: the report itself stays what --kind would print
             click.echo(printable(chosen_by), err=True)
@@ -213,28 +214,6 @@ def render(report: Any) -> str:
             line += f"; first: {_short(first)}"
         lines.append(line)
     return "\n".join(lines)
-
-
-# What JSON leaves as it is and a terminal obeys: the C1 controls (0x9b is a one-byte
-# CSI on some terminals) and the bidirectional marks; JSON escapes the C0 ones itself.
-# Only strings can hold them, so their \u escapes keep the document the same JSON.
-_JSON_UNSAFE = {
-    c: f"\\u{c:04x}"
-    for c in (
-        *range(0x7F, 0xA0),
-        0x061C,
-        0x200E,
-        0x200F,
-        *range(0x202A, 0x202F),
-        *range(0x2066, 0x206A),
-    )
-}
-
-
-def json_printable(text: str) -> str:
-    """A JSON document as json.dumps(ensure_ascii=False) wrote it, safe on a terminal
-    and equal as JSON: what a terminal obeys is written as ``\\u`` escapes."""
-    return text if text.isascii() else text.translate(_JSON_UNSAFE)
 
 
 def _trace(t: Any) -> str:

@@ -7,6 +7,11 @@ lists them with a field-by-field diff against the accepted version, and accepts
 (the candidate becomes the item and ships) or rejects (dropped) them by key. It holds
 the workspace's ``crawl`` lock, so it never races a crawl, and records every decision
 as a ``review_accepted`` / ``review_rejected`` event in ``events.jsonl``.
+
+Keys, field names and values are the site's: what it prints goes through
+:func:`framework.terminal.printable` (one line per entry, whatever a key holds) and its
+JSON through :func:`framework.jsontext.escape_json`, so none of it can drive the
+terminal.
 """
 
 from __future__ import annotations
@@ -18,6 +23,8 @@ import click
 
 from framework.cli.status import open_job_workspace
 from framework.errors import UsageError
+from framework.jsontext import escape_json
+from framework.terminal import printable
 from framework.workspace import utc_now
 from framework.workspace.holds import INVALID, REVIEW, Hold
 
@@ -25,12 +32,19 @@ _EMPTY: tuple[Any, ...] = (None, "", [], {})
 
 
 def _show(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False)
+    """A value as JSON, what a terminal obeys written as ``\\u`` escapes."""
+    return escape_json(json.dumps(value, ensure_ascii=False))
+
+
+def _echo(line: str) -> None:
+    """One line of output: the site's text in it cannot start another, nor act."""
+    click.echo(printable(line, keep=""))
 
 
 def diff_lines(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     """``field: old -> new`` for every field of the candidate that differs from the
-    accepted version (sub-tab data the candidate does not carry is not a difference)."""
+    accepted version (sub-tab data the candidate does not carry is not a difference).
+    The lines are raw (a field name as the site chose it): printed by :func:`_echo`."""
     out = []
     for name in new:
         if old.get(name) != new[name]:
@@ -66,7 +80,8 @@ def review(
         held = {h.dedupe_key: h for h in ws.store.iter_holds(REVIEW)}
         unknown = [k for k in keys if k not in held]
         if unknown:
-            raise UsageError(f"not held for review: {', '.join(unknown)}")
+            shown = ", ".join(printable(k, keep="") for k in unknown)
+            raise UsageError(f"not held for review: {shown}")
         for key in dict.fromkeys(keys):
             hold = ws.store.decide_hold(key, accept=action == "accept")
             ws.events.append(
@@ -78,7 +93,7 @@ def review(
                     "first_held": hold.first_held,
                 }
             )
-            click.echo(f"{key}: {action}ed")
+            _echo(f"{key}: {action}ed")
     return 0
 
 
@@ -94,31 +109,33 @@ def _list(job: str, workspace: str | None, as_json: bool) -> int:
             accepted[h.dedupe_key] = dict(item.data) if item is not None else {}
     if as_json:
         click.echo(
-            json.dumps(
-                [
-                    {
-                        "key": h.dedupe_key,
-                        "status": h.status,
-                        "reasons": h.reasons,
-                        "first_held": h.first_held,
-                        "last_held": h.last_held,
-                        "accepted": accepted.get(h.dedupe_key),
-                        "candidate": h.data,
-                    }
-                    for h in [*holds, *invalid]
-                ],
-                ensure_ascii=False,
-                indent=2,
+            escape_json(
+                json.dumps(
+                    [
+                        {
+                            "key": h.dedupe_key,
+                            "status": h.status,
+                            "reasons": h.reasons,
+                            "first_held": h.first_held,
+                            "last_held": h.last_held,
+                            "accepted": accepted.get(h.dedupe_key),
+                            "candidate": h.data,
+                        }
+                        for h in [*holds, *invalid]
+                    ],
+                    ensure_ascii=False,
+                    indent=2,
+                )
             )
         )
         return 0
     if not holds:
-        click.echo(f"{job}: nothing held for review")
+        _echo(f"{job}: nothing held for review")
     for h in holds:
         why = "; ".join(f"{r['field']} {r['rule']}" for r in h.reasons)
-        click.echo(f"{h.dedupe_key}  ({why}; held since {h.first_held})")
+        _echo(f"{h.dedupe_key}  ({why}; held since {h.first_held})")
         for line in diff_lines(accepted[h.dedupe_key], h.data):
-            click.echo(f"  {line}")
+            _echo(f"  {line}")
     if invalid:
         click.echo(
             f"held as invalid ({len(invalid)}: they break a rule of the spec; a crawl that "
@@ -127,5 +144,5 @@ def _list(job: str, workspace: str | None, as_json: bool) -> int:
         for h in invalid:
             why = "; ".join(f"{r['field']} {r['rule']} {_show(r.get('value'))}" for r in h.reasons)
             kept = "the last accepted version ships" if h.has_item else "nothing ships"
-            click.echo(f"{h.dedupe_key}  ({why}; held since {h.first_held}; {kept})")
+            _echo(f"{h.dedupe_key}  ({why}; held since {h.first_held}; {kept})")
     return 0

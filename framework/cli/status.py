@@ -17,6 +17,7 @@ import click
 from framework.cli.target import workspace_target
 from framework.cli.words import counted
 from framework.errors import WorkspaceBroken
+from framework.jsontext import escape_json
 from framework.project import find_root
 from framework.terminal import printable
 from framework.workspace import fill
@@ -74,7 +75,8 @@ def status(job: str, workspace: str | None, as_json: bool, top: int) -> int:
             examples=report["integrity"]["lost_examples"],
         ).problem(ws)
     if as_json:
-        click.echo(json.dumps(report, ensure_ascii=False, indent=2, sort_keys=False))
+        # held keys and error texts are a site's: what a terminal obeys as \u escapes
+        click.echo(escape_json(json.dumps(report, ensure_ascii=False, indent=2)))
     else:
         click.echo(render(job, report))
     if problem is not None:

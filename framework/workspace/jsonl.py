@@ -12,6 +12,10 @@ Owns the line format and the torn-line rule; it does not decide what goes in a l
   with ``"\\n"`` (the writer died between the object and its newline), anything else is
   truncated away (it never was a record). Because every appender takes the same lock,
   the repair can never cut a line another process is writing.
+* A line is compact JSON with non-ASCII letters as they are, and every character that
+  acts rather than shows (DEL, the C1 controls, the bidirectional marks, U+2028/U+2029)
+  written as a ``\\u`` escape (:mod:`framework.jsontext`): a site's text in a URL or a
+  key cannot drive the terminal of whoever reads the log.
 * Readers skip invalid lines and a last line without ``"\\n"`` (torn, or being written
   right now) and count them in :attr:`JsonlLog.skipped`.
 * :func:`framework.redact.redact` masks secret-looking keys (and secret query
@@ -33,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from framework.files import open_nofollow
-from framework.jsontext import json_object
+from framework.jsontext import json_line, json_object
 from framework.locks import locked
 
 # Redaction is framework.redact's (the ingest door needs it and must not import a
@@ -58,8 +62,9 @@ _BLOCK = 65536  # bytes read at a time when reading a log backwards
 
 
 def dumps_line(record: Mapping[str, Any]) -> bytes:
-    text = json.dumps(record, ensure_ascii=False, separators=(",", ":"), default=str)
-    return text.encode("utf-8") + b"\n"
+    """One whole line: compact JSON, what acts rather than shows escaped
+    (:func:`framework.jsontext.json_line`), anything not JSON as its text."""
+    return json_line(record, default=str)
 
 
 class JsonlLog:

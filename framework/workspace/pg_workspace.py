@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from framework.errors import LockHeld, WorkspaceError
+from framework.jsontext import json_text
 from framework.redact import redact, redact_url
 from framework.workspace.jsonl import JsonlLog
 from framework.workspace.postgres_base import _SCHEMA_LOCK
@@ -135,7 +136,7 @@ class PgLog(JsonlLog):
                     self.name,
                     self.worker if worker is None else str(worker),
                     str(record.get("time") or utc_now()),
-                    json.dumps(record, ensure_ascii=False, separators=(",", ":"), default=str),
+                    json_text(record, default=str),  # as a log line writes it
                 )
             )
         if not rows:

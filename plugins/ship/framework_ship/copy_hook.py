@@ -24,15 +24,14 @@ from __future__ import annotations
 import json
 import os
 import socket
-import sqlite3
 import time
 from typing import Any
 
-from framework_ship.index import INDEX_VERSION, ShipIndex, _prepare
+from framework.files import open_nofollow
+from framework_ship.index import INDEX_FILE, INDEX_VERSION, ShipIndex, _prepare, connect_index
 from framework_ship.pg_db import ShipDb
 from framework_ship.shiplog import Attempt, read_attempts
 
-INDEX_FILE = "ship-index.sqlite"
 _CHUNK = 1000
 
 _INSERT_LOG = (
@@ -63,7 +62,11 @@ class ShipCopy:
                 db.close()
             busy = bool(got and got[0])
         else:
-            busy = destination.ship_log_path.exists() or (destination.path / INDEX_FILE).exists()
+            # a link counts (lexists): it is refused when written, not written through
+            busy = any(
+                os.path.lexists(p)
+                for p in (destination.ship_log_path, destination.path / INDEX_FILE)
+            )
         if busy:
             return (
                 f"{destination.where}: the destination already has a ship log: "
@@ -161,7 +164,9 @@ def _pg_to_folder(source: Any, destination: Any) -> int | None:
         # One snapshot for the log and the index: a shipper may still record meanwhile.
         with conn.transaction():
             conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-            with open(log_path, "xb") as fh, conn.cursor(name="ship_copy") as cur:
+            # new and private (0600); O_EXCL: never through a link, even a dangling one
+            created = open_nofollow(log_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+            with os.fdopen(created, "wb") as fh, conn.cursor(name="ship_copy") as cur:
                 cur.execute(
                     "SELECT time, dedupe_key, content_hash, attempt, http_status, outcome, "
                     "latency_ms, error_class, batch_id, route, detail FROM ship_log "
@@ -199,7 +204,7 @@ def _write_index(path: Any, log_path: Any, latest: list[Any], last_run: str | No
     """``ship-index.sqlite`` holding ``latest``, caught up with the whole log (so the
     next opener applies nothing from it)."""
     st = os.stat(log_path)
-    index = sqlite3.connect(path, isolation_level=None)
+    index = connect_index(path)
     try:
         _prepare(index)
         index.execute("BEGIN")

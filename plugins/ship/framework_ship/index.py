@@ -11,6 +11,11 @@ transaction as the rows. On open it applies the log from that offset (after a
 upserts are idempotent). A log that shrank or was replaced (another inode) rebuilds the
 index from scratch. Read-only openers (``--dry-run``, ``framework status``) never write:
 they read the file read-only and keep the unapplied tail of the log in memory.
+
+The file is created 0600 (it names what was shipped, from logged-in pages), and a
+symlink named like it or its journal is refused before SQLite opens it (SQLite follows
+links: it would write its pages wherever the link points, in a copied workspace a
+shell's rc file say). A read-only opener does not refuse it; it reads the log instead.
 """
 
 from __future__ import annotations
@@ -26,9 +31,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from framework.files import create_private, refuse_links
 from framework.jsontext import json_object
 from framework_ship.shiplog import Attempt, read_attempts
 
+INDEX_FILE = "ship-index.sqlite"
+# what SQLite writes of it: the file and its rollback journal (journal_mode=DELETE)
+_INDEX_FILES = (INDEX_FILE, f"{INDEX_FILE}-journal")
 INDEX_VERSION = 1
 SUCCESS = ("accepted", "updated", "duplicate")
 # The index is a cache of the log (rebuildable), so it commits rarely and does not
@@ -68,6 +77,20 @@ def digest(content_hash: str) -> bytes:
     return hashlib.sha256(content_hash.encode()).digest()[:16]
 
 
+def refuse_index_links(directory: Path) -> None:
+    """A :class:`~framework.errors.WorkspaceError` naming the index (or its journal) in
+    ``directory`` when it is a symlink: SQLite would write through it."""
+    refuse_links(directory, _INDEX_FILES)
+
+
+def connect_index(path: Path) -> sqlite3.Connection:
+    """A writer's connection to the index file ``path``: a symlink there (or at its
+    journal) refused, a new file created 0600 (its journal takes that mode)."""
+    refuse_links(path.parent, (path.name, f"{path.name}-journal"))
+    create_private(path)
+    return sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+
+
 def _prepare(db: sqlite3.Connection) -> None:
     # A rollback journal, not WAL: a read-only opener (dry run, status) then creates
     # no -wal/-shm files.
@@ -99,9 +122,10 @@ class ShipIndex:
     # opening ------------------------------------------------------------------
     @classmethod
     def open(cls, directory: Path, log_path: Path, readonly: bool = False) -> ShipIndex:
-        path = directory / "ship-index.sqlite"
+        path = directory / INDEX_FILE
         if readonly:
-            if path.exists():
+            # a link is not read (nor refused: status and --dry-run only look)
+            if path.exists() and not any((directory / n).is_symlink() for n in _INDEX_FILES):
                 try:
                     db = sqlite3.connect(
                         f"file:{path}?mode=ro", uri=True, check_same_thread=False,
@@ -117,7 +141,7 @@ class ShipIndex:
                     # back), or a damaged file: read the log itself instead.
                     db.close()
             return cls._from_log(log_path)
-        db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+        db = connect_index(path)
         try:
             _prepare(db)
         except sqlite3.DatabaseError:
@@ -125,7 +149,7 @@ class ShipIndex:
             db.close()
             for suffix in ("", "-journal"):
                 Path(f"{path}{suffix}").unlink(missing_ok=True)
-            db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+            db = connect_index(path)
             _prepare(db)
         db.execute("PRAGMA busy_timeout=5000")
         db.execute("PRAGMA cache_size=-8000")  # 8 MB page cache, whatever the index size

@@ -37,7 +37,7 @@ from framework_ship.decide import DECIDE_CHUNK, chunked, decide
 from framework_ship.deliver import Aborted, Deliverer, Interrupted, UnitResult
 from framework_ship.endpoint import safe_endpoint, shown_endpoint
 from framework_ship.flight import SHOWN_REJECTIONS, InFlight
-from framework_ship.index import ShipIndex
+from framework_ship.index import ShipIndex, refuse_index_links
 from framework_ship.interrupt import StopSignals
 from framework_ship.mask import Masker
 from framework_ship.options import DEFAULT_BATCH_SIZE, STOP_GRACE_S, ShipOptions
@@ -211,10 +211,17 @@ class Shipper:
         return self.ws.lock("ship")
 
     def _open_log_and_index(self, host: str) -> tuple[Any, Any]:
+        # A symlinked index is refused before the log is even created (one line, and
+        # nothing written); SQLite would write through it.
+        refuse_index_links(self.ws.path)
         # The log first: it ends a torn last line, which the index must then read as
         # the line it became (else the index would skip past an outcome for good).
         log = ShipLog(self.ws.ship_log_path, mask=self.mask)
-        index = ShipIndex.open(self.ws.path, self.ws.ship_log_path)
+        try:
+            index = ShipIndex.open(self.ws.path, self.ws.ship_log_path)
+        except BaseException:
+            log.close()
+            raise
         log.on_written = index.on_written
         return log, index
 

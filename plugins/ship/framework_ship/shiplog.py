@@ -15,9 +15,12 @@ Owns the line format and the two ways of touching the file: appending attempts
 Rules: a line is written whole by one ``os.write`` on an ``O_APPEND`` descriptor as the
 attempt ends (no user-space buffer, so ``kill -9`` loses at most the attempt in flight);
 a torn last line (crash mid-write) is terminated before the next append and skipped on
-read; nothing secret is ever written (no headers, no token, no request body, and the
-server's ``detail`` goes through the run's :class:`~framework_ship.mask.Masker`). The
-reader-side index of "latest outcome per key" lives in :mod:`framework_ship.index`.
+read; a key or a server's text cannot act on a terminal (DEL, the C1 controls, the
+bidirectional marks and U+2028/U+2029 are written as ``\\u`` escapes:
+:func:`framework.jsontext.json_line`); nothing secret is ever written (no headers, no
+token, no request body, and the server's ``detail`` goes through the run's
+:class:`~framework_ship.mask.Masker`). The reader-side index of "latest outcome per
+key" lives in :mod:`framework_ship.index`.
 """
 
 from __future__ import annotations
@@ -31,9 +34,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from framework.files import open_nofollow
+from framework.jsontext import json_line
 
 LOG_VERSION = 1
-_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 _CHUNK = 1 << 20
 
 
@@ -71,7 +74,7 @@ class Attempt:
             # The server's words: masked, a problem may quote the Authorization header.
             "detail": self.detail if mask is None or self.detail is None else mask(self.detail),
         }
-        return (_ENCODER.encode(record) + "\n").encode()
+        return json_line(record)
 
 
 def utc_now() -> str:

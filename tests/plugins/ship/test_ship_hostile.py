@@ -469,3 +469,94 @@ def test_a_servers_text_and_a_key_are_escaped_in_the_rejection_notice(
         assert raw not in captured.out + captured.err
     assert r"bad \x1b[31mred\x1b[0m\x0d\x0aforged" in captured.err
     assert r"rejected test:k\x1b]0;owned" in captured.err
+
+
+# 1: a copied workspace holding symlinks -------------------------------------------------
+@pytest.fixture
+def open_umask() -> Iterator[None]:
+    """The umask most systems start with (0022): a file it made would be 0644."""
+    old = os.umask(0o022)
+    try:
+        yield
+    finally:
+        os.umask(old)
+
+
+# What each link points at: a non-empty file for the lock (a lock truncates it) and the
+# log (appended to); an empty one for the index and its journal, which SQLite would
+# take for a new database (16 KiB of its pages written there).
+LINKED = [
+    ("ship.lock", b"# my shell rc\nexport PATH=/bin\n"),
+    ("ship-log.jsonl", b"# my shell rc\nexport PATH=/bin\n"),
+    ("ship-index.sqlite", b""),
+    ("ship-index.sqlite-journal", b""),
+]
+
+
+@pytest.mark.parametrize(("name", "content"), LINKED, ids=[n for n, _ in LINKED])
+def test_nothing_is_written_through_a_symlink_in_a_copied_workspace(
+    make_ship_workspace: Callable[..., Workspace],
+    fault_endpoint: FaultEndpoint,
+    home: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    name: str,
+    content: bytes,
+) -> None:
+    """`ship --workspace DIR` on a copy holding a link named like one of the ship's
+    files: one line naming it, exit 2, nothing sent, and the target keeps every byte."""
+    ws = make_ship_workspace(3)
+    args = ("job", "--workspace", str(ws.path), "--endpoint", fault_endpoint.url)
+    assert ship(*args) == 0  # the ship's files exist, as in a copied workspace
+    put_items(ws, {"new": {"title": "new"}})  # something left to ship
+    sent, lines = len(fault_endpoint.requests), len(log_lines(ws))
+    target = tmp_path / "bashrc"
+    target.write_bytes(content)
+    (ws.path / name).unlink(missing_ok=True)
+    (ws.path / name).symlink_to(target)
+    capsys.readouterr()
+
+    assert ship(*args) == 2
+    err = capsys.readouterr().err
+    assert err.splitlines() == [
+        f"error: {ws.path / name} is a symbolic link: the framework never writes through "
+        "one (it would write wherever the link points); replace it with a file or remove it"
+    ]
+    assert target.read_bytes() == content
+    assert (ws.path / name).is_symlink()  # not replaced, not deleted
+    assert len(fault_endpoint.requests) == sent
+    if name != "ship-log.jsonl":
+        assert len(log_lines(ws)) == lines
+
+
+def test_a_dry_run_reads_the_log_past_a_linked_index(
+    make_ship_workspace: Callable[..., Workspace],
+    fault_endpoint: FaultEndpoint,
+    home: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A dry run only reads: a linked index is neither refused nor read (the log is)."""
+    ws = make_ship_workspace(2)
+    assert ship("job", "--workspace", str(ws.path), "--endpoint", fault_endpoint.url) == 0
+    target = tmp_path / "other.sqlite"
+    target.write_bytes(b"")
+    (ws.path / "ship-index.sqlite").unlink()
+    (ws.path / "ship-index.sqlite").symlink_to(target)
+    capsys.readouterr()
+    assert ship("job", "--workspace", str(ws.path), "--dry-run") == 0
+    assert "0 would ship, 2 skipped" in capsys.readouterr().out  # from the log
+    assert target.read_bytes() == b""
+
+
+def test_the_ship_log_and_index_are_created_private(
+    open_umask: None,
+    make_ship_workspace: Callable[..., Workspace],
+    fault_endpoint: FaultEndpoint,
+    home: Path,
+) -> None:
+    ws = make_ship_workspace(2)
+    assert ship("job", "--workspace", str(ws.path), "--endpoint", fault_endpoint.url) == 0
+    for name in ("ship.lock", "ship-log.jsonl", "ship-index.sqlite"):
+        assert (ws.path / name).stat().st_mode & 0o777 == 0o600, name
+    assert not (ws.path / "ship-index.sqlite-journal").exists()
