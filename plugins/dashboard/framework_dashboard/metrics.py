@@ -20,6 +20,8 @@ framework_eta_seconds{job}               gauge    rows still to fetch at the cur
 framework_crawl_running{job}             gauge    1 while a crawl (or a worker) runs
 framework_deferred_hosts{job}            gauge    hosts under a Retry-After deadline
 framework_deferral_seconds{job,host}     gauge    seconds left of a host's deadline
+framework_deferrals_total{job,host}      counter  Retry-After deferrals: answers (429, or 503
+                                                  with Retry-After) that set a host's deadline
 framework_ship_keys{job,outcome}         gauge    dedupe keys by their latest delivery outcome
 framework_ship_attempts_total{job,...}   counter  delivery attempts by outcome (ship log)
 framework_ship_responses_total{job,...}  counter  the ingest door's answers by HTTP status
@@ -91,6 +93,12 @@ class _Families:
             "Seconds left of a host's Retry-After deadline",
             labels=["job", "host"],
         )
+        self.deferrals = c(
+            "framework_deferrals",
+            "Retry-After deferrals: answers (429, or 503 with Retry-After) that set a "
+            "host's deadline",
+            labels=["job", "host"],
+        )
         self.ship_keys = g(
             "framework_ship_keys",
             "Dedupe keys by their latest delivery outcome",
@@ -130,6 +138,8 @@ def _job(
     m.deferred.add_metric([job], float(len(deferrals)))
     for d in deferrals:
         m.deferral.add_metric([job, str(d.get("host"))], float(d.get("seconds_left") or 0))
+    for host, n in sorted(progress.deferrals_by_host.items()):
+        m.deferrals.add_metric([job, host], float(n))
     ship = (report.get("plugins") or {}).get("ship")
     if isinstance(ship, dict):
         for outcome, n in sorted((ship.get("latest_outcomes") or {}).items()):

@@ -274,9 +274,12 @@ def _run(r: Mapping[str, Any]) -> str:
     run = r.get("last_run")
     if not run:
         return "<h2>Last run</h2><p>none recorded</p>"
-    f = r.get("run_findings") or {}
+    # a run still going (or killed before its end) has no counts yet: the findings read
+    # are an earlier run's, not shown under this one's heading
+    ended = bool(run.get("finished"))
+    f = (r.get("run_findings") or {}) if ended else {}
     who = f" (summed over {f['workers']} workers)" if f.get("workers", 0) > 1 else ""
-    counts = f.get("counts") or run.get("counts") or {}
+    counts = (f.get("counts") or run.get("counts") or {}) if ended else {}
     rows = "".join(f"<tr><th>{e(k)}</th><td>{_value(v)}</td></tr>" for k, v in counts.items() if v)
     took = f", {e(run['duration_s'])} s" if run.get("duration_s") else ""
     blocked = run.get("blocked")
@@ -287,7 +290,7 @@ def _run(r: Mapping[str, Any]) -> str:
         else ""
     )
     warnings = (f.get("warnings") if f.get("workers") else None) or (
-        (r.get("found_nothing") or {}).get("warnings") or []
+        ((r.get("found_nothing") or {}).get("warnings") or []) if ended else []
     )
     warned = "".join(
         f"<li>{e(w.get('what'))} {e(w.get('kind'))}"

@@ -7,9 +7,11 @@ when a page or a scrape asks (at most one per ``min_interval`` per job, whoever
 asks), so a dashboard nobody looks at reads nothing.
 
 Requests are the URL log's lines (one per request actually sent), errors its lines whose
-outcome is not ``ok`` (by outcome: the typed error kinds, ``blocked``). Pages/s is the
-requests' rate over the last ``RATE_WINDOW_S``; the ETA is the rows still to fetch at the
-pace rows became ok over the same window (rows found later are not in it).
+outcome is not ``ok`` (by outcome: the typed error kinds, ``blocked``), Retry-After
+deferrals its ``rate_limited`` lines by host (a 429, or a 503 with ``Retry-After``: each
+one set its host's deadline). Pages/s is the requests' rate over the last
+``RATE_WINDOW_S``; the ETA is the rows still to fetch at the pace rows became ok over
+the same window (rows found later are not in it).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from framework.workspace import RowStatus, Workspace, leases
 from framework_dashboard import tail
 
 RATE_WINDOW_S = 10.0
+DEFERRED = "rate_limited"  # the URL log's outcome of an answer that deferred its host
 HISTORY = 600  # samples kept per job: ten minutes at one a second
 
 
@@ -44,6 +47,7 @@ class JobProgress:
     requests: int = 0
     outcomes: Counter[str] = field(default_factory=Counter)
     errors_by_kind: Counter[tuple[str, str]] = field(default_factory=Counter)
+    deferrals_by_host: Counter[str] = field(default_factory=Counter)
     samples: deque[Sample] = field(default_factory=lambda: deque(maxlen=HISTORY))
     last: dict[str, Any] | None = None
     taken_at: float = 0.0
@@ -102,6 +106,7 @@ class JobProgress:
                 self.requests = 0
                 self.outcomes.clear()
                 self.errors_by_kind.clear()
+                self.deferrals_by_host.clear()
             self.url_cursor = cursor
             for _, line in lines:
                 outcome = str(line.get("outcome") or "unknown")
@@ -109,6 +114,8 @@ class JobProgress:
                 self.outcomes[outcome] += 1
                 if outcome != "ok":
                     self.errors_by_kind[(str(line.get("kind") or ""), outcome)] += 1
+                if outcome == DEFERRED:
+                    self.deferrals_by_host[_host(line.get("url"))] += 1
             if not lines:
                 return
 
@@ -137,6 +144,17 @@ class JobProgress:
             return 0.0
         a, b = window
         return max(0, b.items - a.items) / (b.t - a.t)
+
+
+def _host(url: Any) -> str:
+    """The ``host:port`` a deadline is kept under (the request's URL, as the crawl keys
+    it) without its user part: read by hand, a masked one (``[redacted]@``) is no IPv6
+    address to ``urlsplit``."""
+    text = str(url or "")
+    authority = text.partition("://")[2] if "://" in text else text
+    for end in "/?#":
+        authority = authority.partition(end)[0]
+    return authority.rpartition("@")[2]
 
 
 def _workers_running(ws: Workspace) -> bool:
@@ -178,4 +196,4 @@ class Tracker:
                 return progress, progress.refresh(ws, max_attempts(ws), self.clock)
 
 
-__all__ = ["HISTORY", "RATE_WINDOW_S", "JobProgress", "Sample", "Tracker"]
+__all__ = ["DEFERRED", "HISTORY", "RATE_WINDOW_S", "JobProgress", "Sample", "Tracker"]

@@ -7,10 +7,20 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from framework_dashboard.pages import eta_text
 from prometheus_client.parser import text_string_to_metric_families
 
-from framework.workspace import Workspace
-from tests.plugins.dashboard.helpers import SECRET, Stream, build_workspace, get, serve
+from framework.workspace import ItemWrite, Outcome, RowStatus, Workspace
+from tests.paths import REPO
+from tests.plugins.dashboard.helpers import (
+    SECRET,
+    Stream,
+    build_workspace,
+    by_label,
+    get,
+    samples,
+    serve,
+)
 
 
 def _project(tmp_path: Path) -> Path:
@@ -128,3 +138,140 @@ def test_metrics_parse_and_agree_with_the_workspace(tmp_path: Path) -> None:
     assert errors.labels == {"job": "shop", "kind": "list", "error": "http_4xx"}
     up = {s.labels["job"]: s.value for s in families["framework_job_up"].samples}
     assert up == {"shop": 1.0, "later": 0.0}
+
+
+def _commit_ok(ws: Workspace, kind: str, n: int, *, items: bool = False) -> None:
+    """``n`` pending rows of ``kind`` fetched fine (one complete item each, if asked)."""
+    rows = list(ws.store.iter_rows(RowStatus.PENDING, kind))[:n]
+    assert len(rows) == n
+    for row in rows:
+        key = f"t:{row.id}"
+        made = [ItemWrite(key, "t", str(row.id), {"title": f"case {row.id}"})] if items else []
+        ws.store.commit(Outcome(row.id, ok=True, http_status=200, items=made))
+        ws.urls.append({"url": row.url, "outcome": "ok", "kind": kind, "row": row.id})
+
+
+def test_pages_items_per_second_and_the_eta_follow_the_samples(tmp_path: Path) -> None:
+    """Rates over the samples' window and the ETA (rows still to fetch at the pace rows
+    became ok), exact with a hand-moved clock: on /metrics, on the page and in the
+    stream; no ETA once nothing is left to fetch."""
+    root = _project(tmp_path)
+    now = [1000.0]
+    with serve(root, interval=1.0, clock=lambda: now[0]) as (server, _):
+        first = get(server.url + "/metrics")[2]
+        assert samples(first, "framework_rows_to_fetch")[0].value == 5  # 1 list + 4 detail
+        assert samples(first, "framework_pages_per_second")[0].value == 0
+        assert samples(first, "framework_eta_seconds") == []  # no pace yet: no guess
+        with Workspace.open(root / "var" / "shop") as ws:
+            _commit_ok(ws, "detail", 1, items=True)
+            for n in range(9):
+                ws.urls.append({"url": f"http://127.0.0.1:9/r/{n}", "outcome": "ok", "kind": "x"})
+        now[0] += 50  # 10 requests, 1 row ok and 1 item in 50 s; 4 rows left
+        text = get(server.url + "/metrics")[2]
+        _, _, page = get(server.url + "/jobs/shop")
+        stream = Stream(server.url + "/jobs/shop/stream")
+        live = stream.until(lambda m: m.get("event") == "progress")[-1]
+        stream.close()
+        assert samples(text, "framework_pages_per_second")[0].value == 0.2
+        assert samples(text, "framework_items_per_second")[0].value == 0.02
+        assert samples(text, "framework_rows_to_fetch")[0].value == 4
+        assert samples(text, "framework_eta_seconds")[0].value == 200  # 4 rows at 0.02/s
+        assert '<span class="value" data-v="eta">3m 20s</span>' in page
+        assert '<span class="value" data-v="pages_per_s">0.2</span>' in page
+        assert live["data"]["eta_s"] == 200
+        assert live["data"]["eta"] == "3m 20s"
+        assert live["data"]["pages_per_s"] == 0.2
+        assert live["data"]["items_per_s"] == 0.02
+
+        with Workspace.open(root / "var" / "shop") as ws:
+            _commit_ok(ws, "detail", 3)
+            _commit_ok(ws, "list", 1)
+        now[0] += 5
+        done = get(server.url + "/metrics")[2]
+        _, _, page = get(server.url + "/jobs/shop")
+    assert samples(done, "framework_rows_to_fetch")[0].value == 0
+    assert samples(done, "framework_eta_seconds") == []  # nothing left: no ETA
+    assert '<span class="value" data-v="eta">\N{EN DASH}</span>' in page
+    assert [eta_text(s, True) for s in (None, 59, 200, 3725)] == [
+        "\N{EN DASH}",
+        "59s",
+        "3m 20s",
+        "1h 2m",
+    ]
+
+
+def test_retry_after_deferrals_are_a_counter_by_host(tmp_path: Path) -> None:
+    """framework_deferrals_total{job,host}: the URL log's answers that deferred their host
+    (429, or 503 with Retry-After: outcome ``rate_limited``), by host without its user
+    part; a plain error is no deferral."""
+    root = _project(tmp_path)
+    with Workspace.open(root / "var" / "shop") as ws:
+        for url in (
+            "http://127.0.0.1:9/list?page=2",
+            "http://127.0.0.1:9/list?page=3",
+            f"http://user:{SECRET}@other.test:8080/x",
+        ):
+            ws.urls.append({"url": url, "outcome": "rate_limited", "kind": "list"})
+        ws.urls.append({"url": "http://127.0.0.1:9/y", "outcome": "http_5xx", "kind": "list"})
+    with serve(root) as (server, _):
+        text = get(server.url + "/metrics")[2]
+    families = {f.name: f for f in text_string_to_metric_families(text)}
+    assert families["framework_deferrals"].type == "counter"
+    assert by_label(text, "framework_deferrals_total", "host", job="shop") == {
+        "127.0.0.1:9": 2,
+        "other.test:8080": 1,
+    }
+    assert SECRET not in text
+    errors = by_label(text, "framework_errors_total", "error", job="shop")
+    assert errors == {"rate_limited": 3, "http_5xx": 1}
+
+
+def test_a_run_without_its_end_shows_no_earlier_runs_counts(tmp_path: Path) -> None:
+    """The Last run section names the newest run; until it ends (or when it was killed)
+    it has no counts, and the previous run's are not shown under its heading."""
+    root = _project(tmp_path)
+    with Workspace.open(root / "var" / "shop") as ws:
+        ws.events.append(
+            {
+                "time": "2026-01-01T00:01:00+00:00",
+                "event": "run_finished",
+                "reason": "finished",
+                "counts": {"requests": 77},
+                "warnings": [{"what": "field_empty", "kind": "list", "field": "x", "count": 2}],
+            }
+        )
+        ws.events.append({"time": "2026-01-01T00:02:00+00:00", "event": "run_resumed"})
+    with serve(root) as (server, _):
+        _, _, killed = get(server.url + "/jobs/shop")
+        with Workspace.open(root / "var" / "shop") as ws:
+            ws.events.append(
+                {
+                    "time": "2026-01-01T00:03:00+00:00",
+                    "event": "run_finished",
+                    "reason": "finished",
+                    "counts": {"requests": 5},
+                }
+            )
+        _, _, ended = get(server.url + "/jobs/shop")
+    run = re.search(r'<p data-field="last-run">([^<]*)</p>', killed)
+    assert run is not None
+    assert run.group(1) == "resumed 2026-01-01T00:02:00+00:00, not finished (interrupted)"
+    assert "<th>requests</th>" not in killed
+    assert "<h3>Warnings</h3>" not in killed  # the earlier run's
+    assert "<tr><th>requests</th><td>5</td></tr>" in ended
+    assert "<td>77</td>" not in ended
+
+
+def test_every_metric_is_in_the_operations_guide(tmp_path: Path) -> None:
+    """The metrics table of docs/operations.md names every family /metrics exports, as
+    Prometheus sees it (a counter with its ``_total``), with its type."""
+    with serve(_project(tmp_path)) as (server, _):
+        text = get(server.url + "/metrics")[2]
+    guide = (REPO / "docs" / "operations.md").read_text(encoding="utf-8")
+    table = guide[guide.index("### Metrics") : guide.index("### Metrics from a running")]
+    families = list(text_string_to_metric_families(text))
+    assert len(families) > 10
+    for family in families:
+        name = f"{family.name}_total" if family.type == "counter" else family.name
+        (row,) = [line for line in table.splitlines() if f"`{name}{{" in line]
+        assert f"| {family.type} |" in row, row

@@ -1,10 +1,11 @@
-"""The job page in Debian's Chromium while a real crawl runs: the counts move (two
-screenshots seconds apart differ), a ``kill -9`` and a resume later it shows what
-``framework status --json`` says, and it does all that with every host but 127.0.0.1
-unreachable (the page needs nothing from outside).
+"""The job page in Debian's Chromium while real crawls run: at the end of an
+uninterrupted crawl it shows what ``framework status --json`` says; during a slower one
+the counts move (two screenshots seconds apart differ) and an ETA shows, and a
+``kill -9`` and a resume later it shows what status says again. All of it with every
+host but 127.0.0.1 unreachable (the page needs nothing from outside).
 
-``FRAMEWORK_DASHBOARD_SHOTS=DIR`` also saves the job page and the list page there (how
-the screenshots in docs/ are made). Skips without the plugin or Chromium unless
+The screenshots in docs/images are taken by ``python -m tests.plugins.dashboard.screenshots``
+(the demo job, driven the same way). Skips without the plugin or Chromium unless
 ``FRAMEWORK_REQUIRE_BROWSER=1`` / CI.
 """
 
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 from collections.abc import Callable
 from pathlib import Path
@@ -28,7 +30,10 @@ from tests.plugins.dashboard.helpers import serve
 pytestmark = [pytest.mark.browser, pytest.mark.kill, pytest.mark.slow]
 
 JOB = "fixture-cases"
+DASH = "\N{EN DASH}"  # what the page shows for a figure that is not there
 SLOW = ("-s", "CONCURRENT_REQUESTS=2", "-s", "CONCURRENT_REQUESTS_PER_DOMAIN=2")
+# the edge cases' 500 retried at once, not after the default backoff
+QUICK_RETRIES = ("-s", "FRAMEWORK_RETRY_BACKOFF_BASE=0.05", "-s", "FRAMEWORK_RETRY_BACKOFF_MAX=0.1")
 
 
 def _chromium() -> str:
@@ -54,6 +59,10 @@ def _figures(page: Any) -> dict[str, str]:
     }
 
 
+def _eta(page: Any) -> str:
+    return (page.text_content('#live [data-v="eta"]') or "").strip()
+
+
 def _ok(page: Any) -> int:
     text = _figures(page)["ok"]
     return int(text) if text.isdigit() else 0  # a dash until the workspace exists
@@ -67,6 +76,41 @@ def _kinds(page: Any) -> dict[tuple[str, str], str]:
     return {(k, s): v for k, s, v in cells}
 
 
+def _status(root: Path, job: str) -> dict[str, Any]:
+    r = run_cli("status", job, "--json", cwd=root)
+    assert r.returncode in (0, 4), r.stderr
+    status: dict[str, Any] = json.loads(r.stdout)
+    return status
+
+
+def _shows_status(page: Any, status: dict[str, Any]) -> None:
+    """Wait until the page's live figures, its rows per kind and its state line read
+    what ``status`` says (the stream's last samples and the sections re-read)."""
+    by = status["rows"]["by_status"]
+    want = {
+        "ok": str(by["ok"]),
+        "pending": str(by["pending"]),
+        "error": str(by["error"]),
+        "rows": str(status["rows"]["total"]),
+        "items": str(status["items"]["total"]),
+    }
+    _wait("the page's totals equal status's", lambda: _figures(page) == want)
+    kinds = {
+        (kind, s): str(c[s])
+        for kind, c in status["rows"]["by_kind"].items()
+        for s in ("ok", "pending", "error", "total")
+    }
+    _wait("the page's rows per kind equal status's", lambda: _kinds(page) == kinds)
+    # the run's end reloads them soon, not only with the periodic reload a running
+    # crawl asked for (every 10 s)
+    _wait(
+        "the sections re-read after the run's end",
+        lambda: page.text_content('#sections [data-field="state"]') == status["state"],
+        timeout=8,
+    )
+    _wait("the crawl shown stopped", lambda: page.is_hidden('#live [data-v="running"]'))
+
+
 def test_the_job_page_follows_a_crawl_through_a_kill_and_a_resume(
     make_site: Any, good_spec: Any, tmp_path: Path
 ) -> None:
@@ -75,6 +119,12 @@ def test_the_job_page_follows_a_crawl_through_a_kill_and_a_resume(
 
     site = make_site(cases=60, delay=0.02)
     good_spec("cases", site.url, tmp_path)
+    # a second, small job of the same project, crawled once from start to end
+    small = make_site(cases=8)
+    text = good_spec("cases", small.url, tmp_path / "small").read_text(encoding="utf-8")
+    whole = tmp_path / "projects" / "whole" / "job.yaml"
+    whole.parent.mkdir(parents=True)
+    whole.write_text(text.replace(f"name: {JOB}", "name: whole"), encoding="utf-8")
     requested: list[str] = []
     with serve(tmp_path, interval=0.25) as (server, _), sync_playwright() as pw:
         # every host but loopback goes to a proxy that is not there: blocked
@@ -88,6 +138,16 @@ def test_the_job_page_follows_a_crawl_through_a_kill_and_a_resume(
             page.on("request", lambda r: requested.append(r.url))
             failed: list[str] = []
             page.on("requestfailed", lambda r: failed.append(r.url))
+
+            # an uninterrupted crawl, followed live from before its start to its end
+            page.goto(f"{server.url}/jobs/whole")
+            page.wait_for_selector('#live[data-connected="yes"]')
+            done = run_cli("crawl", "whole", "-q", *QUICK_RETRIES, cwd=tmp_path)
+            assert done.returncode == 4, done.stderr  # the site's edge cases
+            status = _status(tmp_path, "whole")
+            assert status["last_run"]["mode"] == "started"
+            _shows_status(page, status)
+
             page.goto(f"{server.url}/jobs/{JOB}")  # before the crawl: no workspace yet
             page.wait_for_selector('#live[data-connected="yes"]')
 
@@ -101,47 +161,30 @@ def test_the_job_page_follows_a_crawl_through_a_kill_and_a_resume(
                 assert before != after
                 assert page.get_attribute("#rate-line", "points")  # pages/s drawn
                 assert not page.is_hidden('#live [data-v="running"]')
+                _wait("an ETA on the page", lambda: _eta(page) != DASH)
+                assert re.fullmatch(r"(\d+h )?(\d+m )?\d+s", _eta(page))
             finally:
                 crawl.send_signal(signal.SIGKILL)
                 crawl.wait(30)
 
-            resumed = run_cli("crawl", JOB, "-q", cwd=tmp_path)
+            resumed = run_cli("crawl", JOB, "-q", *QUICK_RETRIES, cwd=tmp_path)
             assert resumed.returncode in (0, 4), resumed.stderr  # 4: the site's edge cases
-            r = run_cli("status", JOB, "--json", cwd=tmp_path)
-            status = json.loads(r.stdout)
+            status = _status(tmp_path, JOB)
             assert status["last_run"]["mode"] == "resumed"
-            want = {
-                "ok": str(status["rows"]["by_status"]["ok"]),
-                "pending": str(status["rows"]["by_status"]["pending"]),
-                "error": str(status["rows"]["by_status"]["error"]),
-                "rows": str(status["rows"]["total"]),
-                "items": str(status["items"]["total"]),
-            }
-            _wait("the page's totals equal status's", lambda: _figures(page) == want)
-            kinds = {
-                (kind, s): str(c[s])
-                for kind, c in status["rows"]["by_kind"].items()
-                for s in ("ok", "pending", "error", "total")
-            }
-            _wait("the page's rows per kind equal status's", lambda: _kinds(page) == kinds)
-            _wait(
-                "the sections re-read after the run's end",
-                lambda: page.text_content('#sections [data-field="state"]') == status["state"],
-            )
-            _wait("the crawl shown stopped", lambda: page.is_hidden('#live [data-v="running"]'))
+            _shows_status(page, status)
+            assert _eta(page) == DASH  # nothing left to fetch
 
             # a reload after all that reads the same (what the server renders)
+            want = _figures(page)
             page.reload()
             page.wait_for_selector('#live[data-connected="yes"]')
             assert _figures(page) == want
-            shots = os.environ.get("FRAMEWORK_DASHBOARD_SHOTS")
-            if shots:
-                page.screenshot(path=str(Path(shots) / "dashboard-job.png"), full_page=True)
             page.goto(f"{server.url}/")
-            row = page.text_content(f'tr[data-job="{JOB}"] [data-field="rows"]')
-            assert row == want["rows"]
-            if shots:
-                page.screenshot(path=str(Path(shots) / "dashboard-jobs.png"), full_page=True)
+            for job, rows in (
+                (JOB, want["rows"]),
+                ("whole", str(_status(tmp_path, "whole")["rows"]["total"])),
+            ):
+                assert page.text_content(f'tr[data-job="{job}"] [data-field="rows"]') == rows
         finally:
             browser.close()
     hosts = {urlsplit(u).hostname for u in requested}

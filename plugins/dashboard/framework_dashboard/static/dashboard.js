@@ -10,7 +10,9 @@
   var BAR_W = 1000, CHART_W = 600, CHART_H = 160, KEEP = 600;
   var refreshing = (live.getAttribute("data-refreshing") || "").split(" ");
   var series = [];
-  var sectionsTimer = null;
+  // the sections' next reload: when it is due, whether one is loading, and the delay
+  // of a reload asked for while one was loading (it may have read too early)
+  var sectionsTimer = null, sectionsDue = 0, sectionsBusy = false, sectionsAgain = null;
 
   function setText(el, value) {
     if (el) { el.textContent = (value === null || value === undefined) ? "\u2013" : String(value); }
@@ -139,17 +141,39 @@
   }
 
   function refreshSections(delay) {
-    if (sectionsTimer !== null) { return; }
-    sectionsTimer = window.setTimeout(function () {
-      fetch(live.getAttribute("data-sections"), {cache: "no-store"})
-        .then(function (r) { return r.ok ? r.text() : null; })
-        .then(function (html) {
-          // server-rendered, escaped HTML of the same origin
-          if (html !== null) { document.getElementById("sections").innerHTML = html; }
-        })
-        .catch(function () { /* the next event tries again */ })
-        .then(function () { sectionsTimer = null; });
-    }, delay);
+    // the sooner of two requests wins: a run's end (500 ms) is not kept waiting behind
+    // the periodic reload a running crawl asked for (10 s)
+    if (sectionsBusy) {
+      sectionsAgain = sectionsAgain === null ? delay : Math.min(sectionsAgain, delay);
+      return;
+    }
+    var due = Date.now() + delay;
+    if (sectionsTimer !== null) {
+      if (due >= sectionsDue) { return; }
+      window.clearTimeout(sectionsTimer);
+    }
+    sectionsDue = due;
+    sectionsTimer = window.setTimeout(loadSections, delay);
+  }
+
+  function loadSections() {
+    sectionsTimer = null;
+    sectionsBusy = true;
+    fetch(live.getAttribute("data-sections"), {cache: "no-store"})
+      .then(function (r) { return r.ok ? r.text() : null; })
+      .then(function (html) {
+        // server-rendered, escaped HTML of the same origin
+        if (html !== null) { document.getElementById("sections").innerHTML = html; }
+      })
+      .catch(function () { /* the next event tries again */ })
+      .then(function () {
+        sectionsBusy = false;
+        if (sectionsAgain !== null) {
+          var again = sectionsAgain;
+          sectionsAgain = null;
+          refreshSections(again);
+        }
+      });
   }
 
   var url = live.getAttribute("data-stream") + "?after=" + live.getAttribute("data-cursor");
