@@ -1,7 +1,11 @@
 """The framework's default Scrapy settings for every generated job.
 
-Precedence, lowest first: Scrapy's defaults, these, the spec's ``settings:``, then
-``-s NAME=VALUE`` on the command line. Values chosen by measurement are explained in
+Precedence, lowest first: Scrapy's defaults and the defaults of this module's table
+(:data:`UNDER_PROJECT`: the limits and knobs a spec may also set), the project's Scrapy
+settings module (``scrapy crawl``), the job's own machinery (scheduler, middlewares,
+handlers) and the spec's ``settings:``, then ``-s NAME=VALUE`` on the command line. So
+the operator, with ``-s`` or the settings module, may set any limit (past a spec's
+ceiling too) that the spec leaves out. Values chosen by measurement are explained in
 docs/benchmarks.md.
 """
 
@@ -16,6 +20,8 @@ __all__ = [
     "FRAMEWORK_SETTINGS",
     "SCRAPYS",
     "SETTINGS",
+    "UNDER_PROJECT",
+    "UNDER_PROJECT_PRIORITY",
     "Ceiling",
     "Setting",
     "default",
@@ -146,6 +152,29 @@ _TABLE: tuple[Setting, ...] = (
     # the playwright plugin's page pool: reuse pages, each for this many requests
     _S("FRAMEWORK_RENDER_REUSE", True, "bool", spec=False, job=False),
     _S("FRAMEWORK_RENDER_PAGE_USES", 20, "int", 1, spec=False, job=False),
+    # ---- the framework's own that its readers default themselves (a constant of their
+    # module, or unset): here for the reference; tests/test_docs_reference.py holds
+    # these defaults equal to the readers'. None of them in a spec, nor in a job's
+    # settings. Stored responses: `--no-store-responses` sets the first (else the
+    # spec's store_responses); the budget in MB, 0: none (framework.crawl.limits)
+    _S("FRAMEWORK_STORE_RESPONSES", None, "bool", spec=False, job=False),
+    _S("FRAMEWORK_RESPONSES_BUDGET_MB", 1024.0, "number", 0, spec=False, job=False),
+    # what the crawl shows (framework.crawl.output: `framework crawl` sets live or
+    # lines) and its Prometheus port (framework.crawl.metrics: `--metrics-port`)
+    _S("FRAMEWORK_PROGRESS", None, "text", spec=False, job=False),
+    _S("FRAMEWORK_METRICS_PORT", None, "int", 0, spec=False, job=False),
+    # networks a crawl may reach besides the start hosts' class (framework.crawl.addresses)
+    _S("FRAMEWORK_ALLOW_PRIVATE", None, "text", spec=False, job=False),
+    # workers (framework.crawl.claimer): a claim's lease in seconds, the rows held
+    _S("FRAMEWORK_LEASE_SECONDS", 30.0, "positive", spec=False, job=False),
+    _S("FRAMEWORK_LEASE_BATCH", 0, "int", 0, spec=False, job=False),
+    # where the jobs and workspaces are, for Scrapyd (framework.crawl.loader)
+    _S("FRAMEWORK_ROOT", None, "text", spec=False, job=False),
+    _S("FRAMEWORK_WORKSPACES", None, "text", spec=False, job=False),
+    _S("FRAMEWORK_SPECS_PACKAGE", None, "text", spec=False, job=False),
+    # the playwright plugin's browser: a program to run, so never a spec's
+    # (framework_playwright.browser)
+    _S("FRAMEWORK_CHROMIUM", None, "text", spec=False, job=False),
     # ---- Scrapy's that a spec may set. A spec may tune how politely and how fast the
     # job fetches, never load code (EXTENSIONS, ITEM_PIPELINES, SCHEDULER, any class
     # path), open a port (TELNETCONSOLE_*), or write files (LOG_FILE, FEEDS,
@@ -200,6 +229,21 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in _TABLE}
 
 #: The framework's own settings every job gets, with their defaults.
 FRAMEWORK_SETTINGS: dict[str, Any] = {s.name: s.default for s in _TABLE if s.own and s.job}
+
+#: The settings of :func:`default_settings` that are the table's (limits, politeness,
+#: what is sent): a job's default for one of them ranks under the project's Scrapy
+#: settings module (:data:`UNDER_PROJECT_PRIORITY`), so the operator's module sets what
+#: a spec leaves out, past its ceiling too. The rest of a job's settings is its machinery
+#: and keeps the spider's priority.
+UNDER_PROJECT: frozenset[str] = frozenset(
+    {s.name for s in _TABLE if s.job and s.default is not SCRAPYS} | {"USER_AGENT"}
+)
+#: The Scrapy priority of those defaults: Scrapy's "command" (10), over Scrapy's own
+#: defaults (0), under add-ons (15), the project's settings module (20), the spider's
+#: (30: the spec's values) and the command line (40). Not Scrapy's "default" itself:
+#: ``scrapy crawl`` merges its runner's settings into the crawler's at the end, and an
+#: equal priority would put Scrapy's defaults back.
+UNDER_PROJECT_PRIORITY = 10
 
 
 def default(name: str) -> Any:

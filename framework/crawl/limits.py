@@ -21,8 +21,8 @@ if TYPE_CHECKING:
 
     from framework.spec.models import JobSpec
 
-# Not in the settings table yet (its one place; an operator's `-s` sets it).
-RESPONSES_BUDGET_MB = 1024.0  # stored (compressed) bodies per workspace; 0: no budget
+# stored (compressed) bodies per workspace; 0: no budget (an operator's `-s` sets it)
+RESPONSES_BUDGET_MB: float = default("FRAMEWORK_RESPONSES_BUDGET_MB")
 
 
 @dataclass

@@ -18,9 +18,10 @@ retry time (:func:`backoff_delay`) in the request's ``fw_not_before``, which
 
 :class:`RobotsTxtFailures` turns a robots.txt that cannot be fetched (a host that is
 down, a name that does not resolve) into one log line instead of Scrapy's traceback,
-and sends robots.txt requests through the spec's ``rate:`` gate
+sends robots.txt requests through the spec's ``rate:`` gate
 (:mod:`framework.crawl.blocking`): Scrapy's RobotsTxtMiddleware builds them itself,
-without the gate's meta, so they would pass the gate that holds every page.
+without the gate's meta, so they would pass the gate that holds every page, and stops
+reading a robots.txt after its first 500 KiB.
 """
 
 from __future__ import annotations
@@ -32,7 +33,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from scrapy.exceptions import IgnoreRequest
+from scrapy import signals
+from scrapy.exceptions import IgnoreRequest, StopDownload
 from scrapy.http.request import NO_CALLBACK
 from scrapy.utils.asyncio import sleep
 
@@ -44,14 +46,18 @@ if TYPE_CHECKING:
     from typing import Self
 
     from scrapy.crawler import Crawler
-    from scrapy.http import Request, Response
+    from scrapy.http import Headers, Request, Response
 
 logger = logging.getLogger(__name__)
 
 RATE_LIMIT_STATUSES = frozenset({429, 503})
 # RFC 9309 2.5: a crawler may stop reading robots.txt after 500 KiB; a parser given
-# 30 MB of wildcard rules spent minutes of CPU and gigabytes on them
+# 30 MB of wildcard rules spent minutes of CPU and gigabytes on them. The download stops
+# once more has come (what has come is kept: at most one network read more).
 ROBOTS_MAX_BYTES = 500 * 1024
+# request meta: a robots.txt request (kept by a redirect's copy), and its bytes so far
+ROBOTS_META = "fw_robots_txt"
+ROBOTS_READ_META = "fw_robots_bytes"
 WAIT_SLICE = 0.25  # seconds
 RETRY_AFTER_MAX = default("FRAMEWORK_RETRY_AFTER_MAX")  # seconds: the longest believed
 
@@ -181,7 +187,14 @@ class RobotsTxtFailures:
     ``process_request`` runs before the gate's (555 < 950) and only adds the meta.
 
     **Size.** Only the first 500 KiB of a robots.txt are read, as RFC 9309 allows (cut at
-    the last whole line), with one log line saying so.
+    the last whole line), with one log line saying so, and not much more is downloaded:
+    once past 500 KiB, the download stops (Scrapy's ``StopDownload`` from the
+    ``bytes_received`` signal, which every Scrapy HTTP handler sends) and what came is
+    the response. A robots.txt is never cancelled for its size: the request goes
+    without a ``download_maxsize`` (a ``Content-Length`` over ``DOWNLOAD_MAXSIZE`` would
+    cancel it, and a cancelled robots.txt counts as none, every page allowed), which is
+    given back once the answer's head is in, so that a compressed body is still
+    inflated up to ``DOWNLOAD_MAXSIZE`` at most.
 
     **Failures.** One log line when a host's robots.txt cannot be fetched.
 
@@ -193,22 +206,51 @@ class RobotsTxtFailures:
     pages' own requests then fail (or not) on their own, as typed row errors.
     """
 
-    def __init__(self, gate_meta: dict[str, Any] | None = None) -> None:
+    def __init__(self, gate_meta: dict[str, Any] | None = None, maxsize: int | None = None) -> None:
         self.gate_meta = dict(gate_meta or {})  # empty: no rate in the spec
+        # DOWNLOAD_MAXSIZE: what a compressed robots.txt may inflate to
+        self.maxsize = default("DOWNLOAD_MAXSIZE") if maxsize is None else maxsize
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
         spidercls = crawler.spidercls
         slots = getattr(spidercls, "slots", None)
         compiled = getattr(spidercls, "compiled", None)
+        maxsize = crawler.settings.getint("DOWNLOAD_MAXSIZE", default("DOWNLOAD_MAXSIZE"))
         if not slots or compiled is None:
-            return cls()
-        return cls(slots.meta(compiled.start_kind))
+            mw = cls(maxsize=maxsize)
+        else:
+            mw = cls(slots.meta(compiled.start_kind), maxsize=maxsize)
+        if crawler.settings.getbool("ROBOTSTXT_OBEY", default("ROBOTSTXT_OBEY")):
+            # asked of every download: only when robots.txt is fetched at all
+            crawler.signals.connect(mw.headers_received, signal=signals.headers_received)
+            crawler.signals.connect(mw.bytes_received, signal=signals.bytes_received)
+        return mw
 
     def process_request(self, request: Request) -> None:
-        if self.gate_meta and _is_robots_request(request):
-            for key, value in self.gate_meta.items():
-                request.meta.setdefault(key, value)
+        if not _is_robots_request(request):
+            return
+        meta = request.meta
+        for key, value in self.gate_meta.items():
+            meta.setdefault(key, value)
+        meta[ROBOTS_META] = True  # a redirect's copy is one too
+        meta[ROBOTS_READ_META] = 0
+        # never cancelled on its size: bytes_received stops the download instead
+        meta["download_maxsize"] = 0
+        meta["download_warnsize"] = 0
+
+    def headers_received(self, headers: Headers, request: Request) -> None:
+        if _is_robots_request(request):
+            # the download's own cap is read already; this one bounds the inflating
+            request.meta["download_maxsize"] = self.maxsize
+
+    def bytes_received(self, data: bytes, request: Request) -> None:
+        if not _is_robots_request(request):
+            return
+        read = request.meta.get(ROBOTS_READ_META, 0) + len(data)
+        request.meta[ROBOTS_READ_META] = read
+        if read > ROBOTS_MAX_BYTES:
+            raise StopDownload(fail=False)  # what came is the response
 
     def process_response(self, request: Request, response: Response) -> Response:
         if len(response.body) <= ROBOTS_MAX_BYTES or not _is_robots_request(request):
@@ -216,10 +258,12 @@ class RobotsTxtFailures:
         head = response.body[:ROBOTS_MAX_BYTES]
         cut = head.rfind(b"\n")
         logger.warning(
-            "robots.txt of %s is %d bytes: reading its first %d, as RFC 9309 allows",
+            "robots.txt of %s is larger than %d bytes: reading its first %d, as RFC 9309 "
+            "allows (%d downloaded)",
             redact_url(request.url),
-            len(response.body),
             ROBOTS_MAX_BYTES,
+            ROBOTS_MAX_BYTES,
+            request.meta.get(ROBOTS_READ_META) or len(response.body),
         )
         return response.replace(body=head[: cut + 1] if cut >= 0 else head)
 
@@ -237,9 +281,11 @@ class RobotsTxtFailures:
 
 def _is_robots_request(request: Request) -> bool:
     # How RobotsTxtMiddleware builds its own request; the spider's requests never carry
-    # dont_obey_robotstxt nor NO_CALLBACK.
+    # dont_obey_robotstxt nor NO_CALLBACK. Asked of every chunk of every download: the
+    # meta lookup comes first. A redirect of one keeps its meta (ROBOTS_META).
+    meta = request.meta
     return (
-        bool(request.meta.get("dont_obey_robotstxt"))
+        bool(meta.get("dont_obey_robotstxt"))
         and request.callback is NO_CALLBACK
-        and urlsplit(request.url).path == "/robots.txt"
+        and (bool(meta.get(ROBOTS_META)) or urlsplit(request.url).path == "/robots.txt")
     )

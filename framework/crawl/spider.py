@@ -34,7 +34,7 @@ from framework.crawl.stopping import SignalStop
 from framework.errors import UsageError
 from framework.extract.patterns import Limits
 from framework.plugins import RequestMeta, load_renderer
-from framework.settings import default, default_settings
+from framework.settings import UNDER_PROJECT, UNDER_PROJECT_PRIORITY, default, default_settings
 from framework.spec.models import JobSpec
 from framework.spec.render import RENDERER, rendered_kinds
 from framework.spec.template import MissingValue
@@ -42,6 +42,7 @@ from framework.spec.template import MissingValue
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
     from scrapy.http import Response
+    from scrapy.settings import BaseSettings
     from twisted.internet.defer import Deferred
     from twisted.python.failure import Failure
 
@@ -78,7 +79,21 @@ class JobSpider(scrapy.Spider):
     close_reason: str | None = None
     # FRAMEWORK_PARSE_ONLY (`scrapy parse`, `framework preview`): extract, commit nothing
     parse_only: bool = False
+    # the job's defaults (of custom_settings) that rank under the project's settings
+    # module: the table's defaults the spec and the renderer leave alone
+    under_project: ClassVar[frozenset[str]] = frozenset()
     _refusals_told: set[tuple[str, str]]
+
+    @classmethod
+    def update_settings(cls, settings: BaseSettings) -> None:
+        """The job's settings at the spider's priority, but for :attr:`under_project`:
+        those go in under the project's settings module, so that the operator's module
+        sets any limit the spec leaves out (past the spec's ceilings too;
+        framework.settings says the precedence)."""
+        custom = dict(cls.custom_settings or {})
+        below = {name: custom.pop(name) for name in cls.under_project if name in custom}
+        settings.setdict(below, priority=UNDER_PROJECT_PRIORITY)
+        settings.setdict(custom, priority="spider")
 
     @classmethod
     def from_crawler(cls, crawler: Crawler, *args: Any, **kwargs: Any) -> JobSpider:
@@ -491,6 +506,9 @@ def spider_class(spec: JobSpec, spec_path: Path, workspace_root: Path) -> type[J
             MIDDLEWARE: MIDDLEWARE_ORDER,
         }
     settings.update(spec.settings)
+    under = UNDER_PROJECT - set(spec.settings) - set(render_settings)
+    if "max_attempts" in spec.model_fields_set:  # FRAMEWORK_MAX_ATTEMPTS, said in the spec
+        under -= {"FRAMEWORK_MAX_ATTEMPTS"}
     attrs: dict[str, Any] = {
         "name": spec.name,
         "spec": spec,
@@ -500,6 +518,7 @@ def spider_class(spec: JobSpec, spec_path: Path, workspace_root: Path) -> type[J
         "slots": slots,
         "render_meta": None if render_meta is None else staticmethod(render_meta),
         "custom_settings": settings,
+        "under_project": frozenset(under),
         # enforced on every request and redirect hop by framework.crawl.safety
         "allowed_domains": job_domains(spec),
         "__module__": __name__,

@@ -14,17 +14,18 @@ off-site request that the test can count.
 from __future__ import annotations
 
 import json
+import re
 import signal
 import sqlite3
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.fixtures import procs
-from tests.fixtures.crawl import CLI, events, url_log, workspace_items
+from tests.fixtures.crawl import CLI, TWISTED_CLIENT, events, url_log, workspace_items
 from tests.fixtures.hostile import HostileServer
 from tests.fixtures.wait import wait_for
 
@@ -744,27 +745,100 @@ pages:
 # ---------------------------------------------------------------------- robots.txt
 
 
+ROBOTS_READ = 500 * 1024  # RFC 9309: what a crawler must read of a robots.txt at least
+# the download stops at the first network read past it (aiohttp hands on up to a few
+# hundred KiB at once)
+ROBOTS_SLACK = 512 * 1024
+
+
+COMMENT = b"# " + b"x" * 98 + b"\n"  # 101 bytes a line
+
+
+def _robots(rules_after: int) -> tuple[bytes, bytes]:
+    """A robots.txt that disallows /early at once and /late after ``rules_after`` bytes
+    of comment lines: its head and its tail (the tail is the /late rule)."""
+    head = b"User-agent: *\nDisallow: /early\n" + COMMENT * (rules_after // len(COMMENT))
+    return head, b"Disallow: /late\n"
+
+
+def _downloaded(stderr: str) -> int:
+    match = re.search(r"reading its first 512000, as RFC 9309 allows \((\d+) downloaded\)", stderr)
+    assert match, stderr[-3000:]
+    return int(match.group(1))
+
+
 @pytest.mark.process
+@pytest.mark.parametrize(
+    ("framing", "client"),
+    [
+        ("content-length", ()),
+        ("chunked", ()),
+        pytest.param("chunked", TWISTED_CLIENT, id="chunked-twisted"),
+    ],
+)
 def test_only_the_first_500_kib_of_a_robots_txt_are_read(
-    hostile_server: Callable[[], HostileServer], tmp_path: Path, crawl_cli
+    hostile_server: Callable[[], HostileServer],
+    tmp_path: Path,
+    crawl_cli,
+    framing: str,
+    client: tuple[str, ...],
 ) -> None:
     """RFC 9309 lets a crawler stop at 500 KiB: a rule past it is not read (a robots.txt
-    of 30 MB of wildcard rules cost minutes of CPU and gigabytes when it was)."""
+    of 30 MB of wildcard rules cost minutes of CPU and gigabytes when it was), and not
+    much more than that is downloaded, however long the file, whatever its framing."""
     site = hostile_server()
-    padding = b"# " + b"x" * 98 + b"\n"  # 101 bytes a line
-    robots = (
-        b"User-agent: *\nDisallow: /early\n"
-        + padding * (600 * 1024 // len(padding))
-        + b"Disallow: /late\n"
-    )
-    site.route("/robots.txt", robots)
+    head, late = _robots(600 * 1024)
+    served = [0]
+    if framing == "content-length":
+        site.route("/robots.txt", head + late)
+    else:
+        # 64 MiB of rules sent as they are asked for, counted as the site hands them out
+        def stream() -> Iterator[bytes]:
+            lines = COMMENT * 160  # 16 KiB a chunk
+            pieces = [head[at : at + len(lines)] for at in range(0, len(head), len(lines))]
+            for piece in pieces + [lines] * (64 * 1024 * 1024 // len(lines)) + [late]:
+                served[0] += len(piece)
+                yield piece
+
+        site.route("/robots.txt", headers={"Content-Type": "text/plain"}, stream=stream)
     site.route("/", _page('<a href="/early">e</a><a href="/late">l</a><a href="/fine">f</a>'))
     for path in ("/early", "/late", "/fine"):
         site.route(path, _page(f"<p>{path}</p>"))
     spec = _write_spec(tmp_path, DETAIL_BY_URL.format(base=site.url))
-    r = crawl_cli("crawl", str(spec), "--workspace", str(tmp_path / "ws"), "-L", "WARNING")
+    r = crawl_cli("crawl", str(spec), "--workspace", str(tmp_path / "ws"), "-L", "WARNING", *client)
     assert r.returncode in (0, 4), r.stderr[-2000:]
     assert site.hits("/early") == 0  # a rule within the first 500 KiB holds
     assert site.hits("/late") == 1  # one past it was never read
     assert site.hits("/fine") == 1
-    assert "reading its first 512000" in r.stderr
+    # the crawler stopped reading soon after 500 KiB ...
+    assert ROBOTS_READ < _downloaded(r.stderr) <= ROBOTS_READ + ROBOTS_SLACK
+    assert "could not be fetched" not in r.stderr
+    if framing == "chunked":
+        # ... and the site handed out a few MiB of its 64 (what the two sockets took in
+        # before the crawler hung up: 3-4 MiB on loopback), never the whole file
+        assert served[0] < 16 * 1024 * 1024, served[0]
+
+
+@pytest.mark.process
+def test_a_robots_txt_announced_past_download_maxsize_is_still_read(
+    hostile_server: Callable[[], HostileServer], tmp_path: Path, crawl_cli
+) -> None:
+    """A Content-Length over DOWNLOAD_MAXSIZE cancels a page's download; a robots.txt's
+    it does not (a cancelled robots.txt would count as none, every page allowed): its
+    first 500 KiB are read and hold."""
+    site = hostile_server()
+    head, late = _robots(2 * 1024 * 1024)
+    site.route("/robots.txt", head + late, headers={"Content-Type": "text/plain"})
+    site.route("/", _page('<a href="/early">e</a><a href="/fine">f</a>'))
+    for path in ("/early", "/fine"):
+        site.route(path, _page(f"<p>{path}</p>"))
+    spec = _write_spec(tmp_path, DETAIL_BY_URL.format(base=site.url))
+    r = crawl_cli(
+        "crawl", str(spec), "--workspace", str(tmp_path / "ws"), "-L", "WARNING",
+        "-s", "DOWNLOAD_MAXSIZE=1000000",
+    )  # fmt: skip
+    assert r.returncode in (0, 4), r.stderr[-2000:]
+    assert site.hits("/early") == 0
+    assert site.hits("/fine") == 1
+    assert ROBOTS_READ < _downloaded(r.stderr) <= ROBOTS_READ + ROBOTS_SLACK
+    assert "could not be fetched" not in r.stderr

@@ -7,13 +7,16 @@ in error (exit 4), where they used to be ``connect`` failures whose attempts wer
 back, so that every run ended "a host refused every connection" (exit 3) and a cron loop
 came back for ever. A redirect loop is ``redirect_loop``. A spec cannot lift a limit
 past its ceiling (exit 2 at the value's ``file:line:col``); the operator can, with
-``-s``.
+``-s`` or (``scrapy crawl``) the project's Scrapy settings module, for a limit the spec
+leaves out, whether its default is Scrapy's or the framework's.
 """
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
@@ -34,6 +37,7 @@ from twisted.web._newclient import ParseError, ResponseFailed, ResponseNeverRece
 
 from framework.crawl.failures import HOST_FAILURES, REDIRECT_LOOP_NOTE, classify_failure
 from framework.workspace import ErrorKind
+from tests.fixtures import procs
 from tests.fixtures.crawl import TWISTED_CLIENT, events, url_log
 from tests.fixtures.server import Hits, QuietHandler, ServedSite, stop_at_end
 
@@ -43,6 +47,7 @@ EXIT_CHECKPOINT = 3
 EXIT_HALTED = 4
 BACKOFF = "FRAMEWORK_RETRY_BACKOFF_BASE=0.05"  # the attempts of a run, close together
 HOPS = 55  # a redirect chain longer than the ceiling of REDIRECT_MAX_TIMES (50)
+ANNOUNCED = 300 * 1024 * 1024  # a length past the ceiling of DOWNLOAD_MAXSIZE (256 MiB)
 
 Run = Callable[..., subprocess.CompletedProcess[str]]
 
@@ -56,6 +61,8 @@ class AnswerSite(ServedSite):
     * ``/long``: 200 with one header line of 20 KiB (over both clients' 16 KiB);
     * ``/loop``: 302 to itself, for ever;
     * ``/hop/N``: 302 to ``/hop/N+1`` up to ``/hop/{HOPS}``, which is a page;
+    * ``/announced``: 200 announcing ``ANNOUNCED`` bytes, then a small page and hanging
+      up (a download is cancelled on the length when it is over DOWNLOAD_MAXSIZE);
     * anything else: a small page.
     """
 
@@ -94,6 +101,13 @@ class AnswerSite(ServedSite):
                 elif path.startswith("/hop/") and int(path[5:]) < HOPS:
                     self.send_response(302)
                     self.send_header("Location", f"/hop/{int(path[5:]) + 1}")
+                elif path == "/announced":
+                    self.send_response(200)
+                    self.send_header("Content-Length", str(ANNOUNCED))
+                    self.end_headers()
+                    self.wfile.write(body)
+                    self.close_connection = True
+                    return
                 elif path == "/robots.txt":
                     self.send_response(404)
                 else:
@@ -329,3 +343,67 @@ def test_each_clients_own_exceptions_are_typed_without_quoting_the_answer() -> N
     assert ErrorKind.INVALID_RESPONSE.retryable
     assert not ErrorKind.REDIRECT_LOOP.retryable
     assert {ErrorKind.INVALID_RESPONSE, ErrorKind.REDIRECT_LOOP}.isdisjoint(HOST_FAILURES)
+
+
+OPERATOR_SETTINGS = f"""\
+from framework.scrapy_settings import *  # noqa: F403
+
+# past the spec ceilings: REDIRECT_MAX_TIMES (Scrapy's default), DOWNLOAD_MAXSIZE (the
+# framework's default)
+REDIRECT_MAX_TIMES = {HOPS + 5}
+DOWNLOAD_MAXSIZE = {2 * ANNOUNCED}
+"""
+
+
+@pytest.mark.process
+@pytest.mark.timeout(300)
+def test_the_operators_settings_module_lifts_a_limit_past_its_ceiling(
+    answer_site: Callable[[list[str]], AnswerSite], tmp_path: Path
+) -> None:
+    """``scrapy crawl`` reads the project's settings module (scrapy.cfg, or
+    $SCRAPY_SETTINGS_MODULE): what it sets for a limit the spec leaves out is taken,
+    past the spec's ceiling, whether the limit's default is Scrapy's or the framework's.
+    Scrapy settings given as environment variables (``SCRAPY_<NAME>``) are not read."""
+    site = answer_site(["/hop/0", "/announced"])
+    _spec(tmp_path, site.url)
+    (tmp_path / "opsettings.py").write_text(OPERATOR_SETTINGS, encoding="utf-8")
+    (tmp_path / "scrapy.cfg").write_text("[settings]\ndefault = opsettings\n", encoding="utf-8")
+    chain, announced = f"{site.url}/hop/0", f"{site.url}/announced"
+
+    def scrapy_crawl(ws: Path, **env: str) -> subprocess.CompletedProcess[str]:
+        return procs.run(
+            [
+                sys.executable, "-m", "scrapy", "crawl", "answers", "-s", f"JOBDIR={ws}",
+                "-s", BACKOFF, "-s", "LOG_LEVEL=WARNING",
+            ],
+            cwd=tmp_path, capture_output=True, text=True, timeout=180,
+            env={**os.environ, **env},
+        )  # fmt: skip
+
+    # the module that scrapy.cfg names lifts both limits past their ceilings
+    ws = tmp_path / "ws-module"
+    r = scrapy_crawl(ws)
+    rows = _rows(ws)
+    assert rows[chain]["status"] == "ok", rows[chain]
+    assert site.hits(f"/hop/{HOPS}") == 1
+    # not cancelled on its announced length: read until the site hung up
+    assert rows[announced]["kind"] == "invalid_response", rows[announced]
+    assert rows[announced]["error"].startswith("ResponseDataLossError: "), rows[announced]
+    assert r.returncode == EXIT_OK, r.stderr[-3000:]  # scrapy crawl's, whatever the rows
+
+    # $SCRAPY_SETTINGS_MODULE names another module (the framework's, no lifts): the
+    # limits are the spec's defaults again, and SCRAPY_<NAME> variables change nothing
+    ws = tmp_path / "ws-env"
+    r = scrapy_crawl(
+        ws,
+        SCRAPY_SETTINGS_MODULE="framework.scrapy_settings",
+        SCRAPY_REDIRECT_MAX_TIMES=str(HOPS + 5),
+        SCRAPY_DOWNLOAD_MAXSIZE=str(2 * ANNOUNCED),
+    )
+    assert r.returncode == EXIT_OK, r.stderr[-3000:]
+    rows = _rows(ws)
+    assert rows[chain]["kind"] == "redirect_loop", rows[chain]
+    assert rows[announced]["error"] == (
+        "response larger than DOWNLOAD_MAXSIZE (33554432 bytes): download cancelled, page not read"
+    ), rows[announced]
+    assert site.hits(f"/hop/{HOPS}") == 1

@@ -1,14 +1,20 @@
 """The ceilings of a spec's settings (framework.spec.checks.settings), through
 ``load_spec`` as ``framework validate`` runs it: over one, the problem is at the value's
-``file:line:col`` and says how the operator goes past it; at one, the spec passes."""
+``file:line:col`` and says how the operator goes past it; at one, the spec passes. The
+operator's own channels (the project's settings module, ``-s``) go past every ceiling."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
+from scrapy.settings import Settings
 
+from framework import scrapy_settings
+from framework.crawl.spider import spider_class
 from framework.errors import SpecError
 from framework.spec import load_spec
 from framework.spec.checks.settings import CEILINGS, UNCAPPED
@@ -131,3 +137,58 @@ def test_every_default_of_the_table_is_one_a_spec_could_set() -> None:
             assert row.default >= row.low, row.name
         if row.ceiling is not None:
             assert row.default <= row.ceiling.value, row.name
+
+
+def _crawler_settings(
+    tmp_path: Path, spec_text: str, project: Mapping[str, Any], cmdline: Mapping[str, Any]
+) -> Settings:
+    """The settings a crawl of the spec runs with under ``scrapy crawl``: the project's
+    settings module, the job's spider, the command line, and the runner's settings
+    merged in once more (Scrapy's CrawlerProcess.crawl does, at their own priorities)."""
+    path = tmp_path / "job.yaml"
+    path.write_text(spec_text)
+    runner = Settings()
+    runner.setmodule(scrapy_settings, priority="project")
+    runner.setdict(dict(project), priority="project")
+    runner.setdict(dict(cmdline), priority="cmdline")
+    crawler = runner.copy()
+    spider_class(load_spec(path), path, tmp_path / "var").update_settings(crawler)
+    crawler.update(runner)
+    return crawler
+
+
+@pytest.mark.parametrize("name", sorted(CEILINGS))
+def test_the_operators_settings_module_goes_past_every_ceiling(tmp_path: Path, name: str) -> None:
+    past = _value(name, 10)
+    # a limit the spec leaves out: the module's value, past the ceiling, is taken
+    got = _crawler_settings(tmp_path, HEAD, {name: past}, {})
+    assert got[name] == past
+    # the spec's own value (within the ceiling) is the job's: a spec may lower a limit
+    within = _value(name, 1)
+    got = _crawler_settings(tmp_path, HEAD + f"settings:\n  {name}: {within}\n", {name: past}, {})
+    assert got[name] == within
+    # and the command line (-s) goes past the ceiling over both
+    got = _crawler_settings(
+        tmp_path, HEAD + f"settings:\n  {name}: {within}\n", {name: past}, {name: past * 2}
+    )
+    assert got[name] == past * 2
+
+
+def test_without_the_operator_the_frameworks_defaults_hold(tmp_path: Path) -> None:
+    from framework.settings import SCRAPYS, SETTINGS, UNDER_PROJECT
+
+    got = _crawler_settings(tmp_path, HEAD, {}, {})
+    for name in sorted(UNDER_PROJECT - {"USER_AGENT"}):
+        assert got[name] == SETTINGS[name].default, name
+        assert SETTINGS[name].default is not SCRAPYS
+    assert got["USER_AGENT"].endswith("(declarative Scrapy job 'cases')")
+    # the job's machinery stays the job's whatever the module says
+    got = _crawler_settings(tmp_path, HEAD, {"SCHEDULER": "elsewhere.Scheduler"}, {})
+    assert got["SCHEDULER"] == "framework.crawl.scheduler.MemoryScheduler"
+
+
+def test_max_attempts_said_in_the_spec_is_the_spec_s(tmp_path: Path) -> None:
+    module = {"FRAMEWORK_MAX_ATTEMPTS": 500}
+    assert _crawler_settings(tmp_path, HEAD, module, {})["FRAMEWORK_MAX_ATTEMPTS"] == 500
+    said = HEAD + "max_attempts: 5\n"
+    assert _crawler_settings(tmp_path, said, module, {})["FRAMEWORK_MAX_ATTEMPTS"] == 5

@@ -7,8 +7,11 @@ Order of checks on a write: auth (401/403) -> Content-Type (415) -> body size (4
 signature (401, when signing is on) -> JSON (400) -> shape (422, naming the field) ->
 storage. Keys that no stored item can have (NUL, too long) answer before the database.
 A body is read on the event loop within ``body_timeout`` (408 otherwise) and never past
-``max_body``; past 64 KiB it is parsed and validated in a worker thread, a batch one
-element at a time (see :func:`framework_ingest.validate.parse_batch`). A client that hangs up
+its route's cap (413, on ``Content-Length`` before any byte is read, else as soon as the
+stream passes it): ``max_item`` for a write that carries one record (an item, a
+cursor), ``max_body`` for a batch, whose elements are each held to ``max_item`` too.
+Past 64 KiB a body is parsed and validated in a worker thread, a batch one element at a
+time (see :func:`framework_ingest.validate.parse_batch`). A client that hangs up
 mid-body costs one INFO line.
 Plain Starlette routes rather than FastAPI's dependency machinery: the batch route
 validates each element on its own (an invalid element must not fail its neighbours),
@@ -42,7 +45,7 @@ from framework_ingest import events, retention
 from framework_ingest.auth import BearerAuth
 from framework_ingest.db import Backend, open_backend, utcnow
 from framework_ingest.errors import BackendUnavailable, ClientGone
-from framework_ingest.limits import DEFAULT_TIMEOUT_BODY
+from framework_ingest.limits import DEFAULT_MAX_ITEM_BYTES, DEFAULT_TIMEOUT_BODY
 from framework_ingest.models import CONSUMER_NAME_PATTERN, IDEMPOTENCY_KEY_PATTERN, CursorIn
 from framework_ingest.openapi import build_openapi
 from framework_ingest.problems import PROBLEM_MEDIA_TYPE, ProblemError, problem
@@ -51,10 +54,12 @@ from framework_ingest.store import IngestStore
 from framework_ingest.validate import (
     ItemInvalid,
     Prepared,
+    nesting_problem,
     parse_batch,
     parse_json,
     prepare,
     storable,
+    too_deep_field,
 )
 
 log = logging.getLogger("framework_ingest")
@@ -63,6 +68,7 @@ T = TypeVar("T")
 
 DEFAULT_MAX_BATCH = 500
 DEFAULT_MAX_BODY = 16 * 1024 * 1024
+DEFAULT_MAX_ITEM = DEFAULT_MAX_ITEM_BYTES
 RETRY_AFTER_SECONDS = 1
 DEFAULT_POLL_INTERVAL = 0.25  # how often an idle event stream looks for new events
 KEEPALIVE_SECONDS = 15.0  # an SSE comment line so proxies keep an idle stream open
@@ -83,6 +89,13 @@ class IngestConfig:
     openapi: dict[str, Any]
     poll_interval: float = DEFAULT_POLL_INTERVAL
     body_timeout: float = DEFAULT_TIMEOUT_BODY
+    max_item: int = DEFAULT_MAX_ITEM
+
+    @property
+    def max_record_body(self) -> int:
+        """The cap of a body that carries one record: an item is never bigger alone
+        than it may be inside a batch."""
+        return min(self.max_item, self.max_body)
 
 
 def _config(request: Request) -> IngestConfig:
@@ -166,11 +179,12 @@ def _check_media_type(request: Request) -> None:
         )
 
 
-async def _write_body(request: Request, config: IngestConfig) -> bytes:
-    """The checks every write runs before its body is parsed, in the documented order."""
+async def _write_body(request: Request, config: IngestConfig, limit: int) -> bytes:
+    """The checks every write runs before its body is parsed, in the documented order;
+    ``limit``: the route's cap on the body, in bytes."""
     config.auth.check(request.headers.get("authorization"))
     _check_media_type(request)
-    body = await _read_body(request, config.max_body, config.body_timeout)
+    body = await _read_body(request, limit, config.body_timeout)
     if config.signatures.enabled:
         signatures, until = config.signatures.verify(request.headers.get(HEADER), body)
         fresh = await run_in_threadpool(config.store.remember_signatures, signatures, until)
@@ -214,7 +228,7 @@ async def _parsed(body: bytes, work: Callable[..., T], *args: Any) -> T:
 
 async def post_item(request: Request) -> Response:
     config = _config(request)
-    body = await _write_body(request, config)
+    body = await _write_body(request, config, config.max_record_body)
     idempotency_key = _idempotency_key(request)
     prepared = await _parsed(body, _prepare_one, body, idempotency_key)
     if isinstance(prepared, ItemInvalid):
@@ -230,8 +244,8 @@ async def post_item(request: Request) -> Response:
     return JSONResponse(outcome.body, status_code=outcome.status_code, headers=headers)
 
 
-def _prepare_batch(body: bytes, max_batch: int) -> list[Prepared | ItemInvalid]:
-    obj = parse_batch(body, max_batch)
+def _prepare_batch(body: bytes, max_batch: int, max_item: int) -> list[Prepared | ItemInvalid]:
+    obj = parse_batch(body, max_batch, max_item)
     if not isinstance(obj, list):
         raise ProblemError(
             422,
@@ -250,8 +264,8 @@ def _prepare_batch(body: bytes, max_batch: int) -> list[Prepared | ItemInvalid]:
 
 async def post_batch(request: Request) -> Response:
     config = _config(request)
-    body = await _write_body(request, config)
-    entries = await _parsed(body, _prepare_batch, body, config.max_batch)
+    body = await _write_body(request, config, config.max_body)
+    entries = await _parsed(body, _prepare_batch, body, config.max_batch, config.max_item)
     results = await run_in_threadpool(config.store.put_batch, entries)
     return JSONResponse({"results": results})
 
@@ -380,12 +394,21 @@ def _consumer_name(request: Request, missing: int) -> str:
     return name
 
 
+def _parse_cursor(body: bytes) -> Any:
+    """A cursor body as JSON, its nesting bounded as an item's ``data`` is (422)."""
+    value = parse_json(body)
+    deep = too_deep_field(value)
+    if deep is not None:
+        raise nesting_problem(deep)
+    return value
+
+
 async def put_cursor(request: Request) -> Response:
     config = _config(request)
-    body = await _write_body(request, config)
+    body = await _write_body(request, config, config.max_record_body)
     name = _consumer_name(request, 422)
     try:
-        cursor_in = CursorIn.model_validate(await _parsed(body, parse_json, body))
+        cursor_in = CursorIn.model_validate(await _parsed(body, _parse_cursor, body))
     except ValidationError as exc:
         errors = [
             {"field": ".".join(str(p) for p in e["loc"]), "message": e["msg"]}
@@ -484,6 +507,7 @@ def create_app(
     token: str | None = None,
     max_batch: int = DEFAULT_MAX_BATCH,
     max_body: int = DEFAULT_MAX_BODY,
+    max_item: int = DEFAULT_MAX_ITEM,
     in_flight_timeout: float = 60.0,
     signing_secrets: Sequence[str] = (),
     signature_skew: float = DEFAULT_SKEW,
@@ -498,7 +522,9 @@ def create_app(
     A backend opened here is closed when the app shuts down; a given one is not.
     ``signing_secrets`` turns on signature checks on writes (several: a rotation);
     ``purge_every`` (seconds) runs retention with ``retention_policy`` in the background;
-    ``body_timeout`` (seconds) bounds how long a request body may take to arrive.
+    ``body_timeout`` (seconds) bounds how long a request body may take to arrive;
+    ``max_item`` (bytes) the body of a write that carries one record, and each batch
+    element (``max_body`` bounds a batch's whole body).
     """
     if backend is not None and db_url is None:
         store_backend, owned = backend, False
@@ -578,9 +604,11 @@ def create_app(
         signatures=SignatureVerifier(signing_secrets, skew=signature_skew),
         max_batch=max_batch,
         max_body=max_body,
+        max_item=max_item,
         openapi=build_openapi(
             max_batch=max_batch,
             max_body=max_body,
+            max_item=max_item,
             auth=token is not None,
             signed=bool([s for s in signing_secrets if s]),
         ),

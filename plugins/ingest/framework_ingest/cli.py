@@ -26,6 +26,7 @@ from framework_ingest.db import Backend, open_backend
 from framework_ingest.errors import IngestConfigError, StaleClaim
 from framework_ingest.limits import (
     DEFAULT_LIMIT_CONCURRENCY,
+    DEFAULT_MAX_ITEM_BYTES,
     DEFAULT_TIMEOUT_BODY,
     DEFAULT_TIMEOUT_HEADER,
     DEFAULT_TIMEOUT_KEEP_ALIVE,
@@ -120,7 +121,9 @@ _SECONDS = click.FloatRange(0.1)
 
 # The help of the options whose default --help shows (see _shown).
 _HELP = {
-    "--max-body": "Largest request body in bytes",
+    "--max-body": "Largest request body in bytes (a batch's)",
+    "--max-item-bytes": "Largest single item in bytes: the body of POST /v1/items (and of "
+    "a cursor PUT), and each element of a batch",
     "--signature-skew": "Seconds a signature's t may differ from the clock (signing: "
     f"${SIGNING_SECRETS_ENV})",
     "--purge-every": "Run retention every N seconds in bounded batches (0: never; see "
@@ -162,6 +165,7 @@ def _shown(
 )
 @_shown("--max-batch", 500, _POSITIVE)
 @_shown("--max-body", 16 * 1024 * 1024, _POSITIVE)
+@_shown("--max-item-bytes", DEFAULT_MAX_ITEM_BYTES, _POSITIVE)
 @_shown("--access-log/--no-access-log", True)
 @_shown("--signature-skew", 300.0, click.FloatRange(1))
 @_shown("--purge-every", 0.0, click.FloatRange(0))
@@ -181,6 +185,7 @@ def serve(
     token_env: str | None,
     max_batch: int,
     max_body: int,
+    max_item_bytes: int,
     access_log: bool,
     signature_skew: float,
     purge_every: float,
@@ -223,6 +228,7 @@ def serve(
         token=token,
         max_batch=max_batch,
         max_body=max_body,
+        max_item=max_item_bytes,
         signing_secrets=secrets,
         signature_skew=signature_skew,
         purge_every=purge_every or None,
@@ -259,15 +265,22 @@ def serve(
 @ingest.command()
 @click.option("--max-batch", default=500, show_default=True, type=click.IntRange(1))
 @click.option("--max-body", default=16 * 1024 * 1024, show_default=True, type=click.IntRange(1))
+@click.option("--max-item-bytes", default=DEFAULT_MAX_ITEM_BYTES, show_default=True, type=_POSITIVE)
 @_shown("--auth/--no-auth", False)
 @_shown("--signed/--no-signed", False)
-def openapi(max_batch: int, max_body: int, auth: bool, signed: bool) -> None:
+def openapi(max_batch: int, max_body: int, max_item_bytes: int, auth: bool, signed: bool) -> None:
     """Print the OpenAPI description a server with these options serves."""
     from framework_ingest.openapi import build_openapi
 
     click.echo(
         json.dumps(
-            build_openapi(max_batch=max_batch, max_body=max_body, auth=auth, signed=signed),
+            build_openapi(
+                max_batch=max_batch,
+                max_body=max_body,
+                max_item=max_item_bytes,
+                auth=auth,
+                signed=signed,
+            ),
             indent=2,
             ensure_ascii=False,
         )

@@ -14,6 +14,12 @@ DEFAULT_TIMEOUT_HEADER = 10.0  # seconds to send a complete request line and hea
 DEFAULT_TIMEOUT_KEEP_ALIVE = 5.0  # seconds an idle connection stays open after a response
 DEFAULT_TIMEOUT_BODY = 60.0  # seconds from the end of a request's head to the end of its body
 MAX_AUTO_CONNECTIONS = 1024
+# The largest body of a write that carries one record (an item, a consumer cursor) and
+# the largest batch element, in bytes: twice the crawler's default record size
+# (FRAMEWORK_MAX_ITEM_BYTES, 1 MiB, counted as stored JSON), so such a record fits with
+# its envelope (keys, hash, URL) and its JSON escapes. A batch's body has its own,
+# larger cap (``--max-body``).
+DEFAULT_MAX_ITEM_BYTES = 2 * 1024 * 1024
 
 
 def auto_connection_limit() -> int:

@@ -11,6 +11,7 @@ from typing import Any
 
 from pydantic.json_schema import models_json_schema
 
+from framework_ingest.limits import DEFAULT_MAX_ITEM_BYTES
 from framework_ingest.models import (
     CONSUMER_NAME_PATTERN,
     IDEMPOTENCY_KEY_PATTERN,
@@ -97,10 +98,16 @@ def _query_seq(name: str, description: str, maximum: int | None = None) -> dict[
 
 
 def build_openapi(
-    *, max_batch: int, max_body: int, auth: bool, signed: bool = False
+    *,
+    max_batch: int,
+    max_body: int,
+    auth: bool,
+    signed: bool = False,
+    max_item: int = DEFAULT_MAX_ITEM_BYTES,
 ) -> dict[str, Any]:
     """The document for an app with these limits (``auth``: whether a token is required;
-    ``signed``: whether writes must carry ``X-Framework-Signature``)."""
+    ``signed``: whether writes must carry ``X-Framework-Signature``; ``max_item``: the
+    cap of a one-record body and of a batch element)."""
     _, defs = models_json_schema(
         [
             (m, "validation" if m in (ItemIn, BatchItemIn, CursorIn) else "serialization")
@@ -145,11 +152,12 @@ def build_openapi(
                 }
             },
         )
+    max_record = min(max_item, max_body)
     write_errors = {
         "400": _problem("Malformed JSON"),
         **write_guarded,
         "408": _problem("The body did not arrive in time; the connection is closed"),
-        "413": _problem(f"Body over {max_body} bytes"),
+        "413": _problem(f"Body over {max_record} bytes"),
         "415": _problem("Content-Type is not JSON"),
         "422": _problem("Invalid item; `errors` names the fields"),
         **unavailable,
@@ -221,7 +229,10 @@ def build_openapi(
                 "responses": {
                     "200": _json("One result per element, in order", "BatchResponse"),
                     **write_errors,
-                    "413": _problem(f"Body over {max_body} bytes or over {max_batch} items"),
+                    "413": _problem(
+                        f"Body over {max_body} bytes or over {max_batch} items (an element "
+                        f"over {max_record} bytes is that element's 413 in the results)"
+                    ),
                 },
             }
         },

@@ -188,7 +188,7 @@ class IngestStore:
                 results[i] = {
                     "index": i,
                     "status": "invalid",
-                    "status_code": 422,
+                    "status_code": int(entry.problem["status"]),  # 422, or 413: too large
                     "dedupe_key": entry.dedupe_key,
                     "problem": entry.problem,
                 }

@@ -21,8 +21,9 @@ from framework_ingest.problems import ProblemError, problem
 
 
 class ItemInvalid(Exception):
-    """One item failed validation; ``problem`` is its 422 problem, ``dedupe_key`` the
-    key it claimed (when it named a string one)."""
+    """One item failed validation; ``problem`` is its problem (422; 413 for a batch
+    element over the item limit), ``dedupe_key`` the key it claimed (when it named a
+    string one)."""
 
     def __init__(self, problem_body: dict[str, Any], dedupe_key: str | None = None) -> None:
         super().__init__(problem_body.get("detail"))
@@ -58,6 +59,31 @@ class TooDeep:
     could parse and then found too deep."""
 
     field: str
+
+
+@dataclass(frozen=True)
+class TooLarge:
+    """A batch element whose JSON text is over the item limit (``--max-item-bytes``),
+    the limit the single route applies to its whole body: :func:`prepare` answers it as
+    that element's 413. ``dedupe_key`` is the key it names (for its result), if any."""
+
+    size: int
+    limit: int
+    dedupe_key: str | None = None
+
+
+def _element_size(text: str, start: int, end: int, limit: int) -> int:
+    """The UTF-8 size of ``text[start:end]``, exact once it may be over ``limit`` (a
+    character is at most four bytes: shorter text is counted by its characters)."""
+    chars = end - start
+    if chars * 4 <= limit:
+        return chars
+    return len(text[start:end].encode("utf-8", "surrogatepass"))
+
+
+def _too_large(element: Any, size: int, limit: int) -> TooLarge:
+    key = element.get("dedupe_key") if isinstance(element, dict) else None
+    return TooLarge(size, limit, key if isinstance(key, str) and storable(key) else None)
 
 
 def _too_deep_at(text: str, start: int) -> tuple[TooDeep, int]:
@@ -113,12 +139,14 @@ def parse_json(body: bytes) -> Any:
         raise _malformed(exc) from exc
 
 
-def parse_batch(body: bytes, max_batch: int) -> Any:
+def parse_batch(body: bytes, max_batch: int, max_item: int | None = None) -> Any:
     """A batch body: its elements when it is an array, else the value (the caller
     answers 422). An array is decoded one element at a time, so an array of more than
     ``max_batch`` elements is refused (413) after ``max_batch + 1`` of them, never
     decoded whole: a 16 MiB array of empty objects would take seconds and hundreds of
-    megabytes, and hold the interpreter lock all along."""
+    megabytes, and hold the interpreter lock all along. An element whose JSON text is
+    over ``max_item`` bytes (UTF-8) comes back as a :class:`TooLarge`: the single
+    route refuses such an item too."""
     if not body.strip():
         raise ProblemError(400, "malformed-json", "the body is empty; expected JSON")
     text = _text(body)
@@ -132,11 +160,16 @@ def parse_batch(body: bytes, max_batch: int) -> Any:
             pos += 1
         else:
             while True:
+                start = pos
                 try:
                     element, pos = _DECODER.raw_decode(text, pos)
                 except RecursionError:
                     # this element alone is refused (its 422); its neighbours go on
                     element, pos = _too_deep_at(text, pos)
+                if max_item is not None:
+                    size = _element_size(text, start, pos, max_item)
+                    if size > max_item:  # this element alone is refused (its 413)
+                        element = _too_large(element, size, max_item)
                 elements.append(element)
                 if len(elements) > max_batch:
                     raise ProblemError(
@@ -177,6 +210,30 @@ def too_deep(value: Any, limit: int = MAX_DEPTH) -> bool:
                     return True
                 stack.append((child, depth + 1))
     return False
+
+
+def too_deep_field(obj: Any) -> str | None:
+    """The member of a parsed body (``""``: the body itself) that nests more than
+    :data:`MAX_DEPTH` levels, itself the first, as ``data`` may in an item; None when
+    none does. For bodies that are not items (a cursor), bounded as items are."""
+    if isinstance(obj, TooDeep):
+        return obj.field
+    if isinstance(obj, dict):
+        for key, value in obj.items():
+            if too_deep(value):
+                return str(key)
+        return None
+    if isinstance(obj, list) and too_deep(obj, MAX_DEPTH + 1):
+        return ""
+    return None
+
+
+def nesting_problem(field: str) -> ProblemError:
+    """The 422 of a value nested too deep, as every route answers it."""
+    message = f"nests deeper than {MAX_DEPTH} levels"
+    return ProblemError(
+        422, "validation", f"{field or 'body'}: {message}", [{"field": field, "message": message}]
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,7 +277,14 @@ def prepare(obj: Any, *, batch: bool = False, idempotency_key: str | None = None
     """Validate one decoded item; raise :class:`ItemInvalid` naming the offending fields.
 
     Anything that would fail at storage or on the way back out (a time out of range
-    in UTC, nesting deeper than :data:`MAX_DEPTH`) is refused here, as this item's 422."""
+    in UTC, nesting deeper than :data:`MAX_DEPTH`) is refused here, as this item's 422;
+    a batch element over the item limit (:class:`TooLarge`) as its 413."""
+    if isinstance(obj, TooLarge):
+        detail = f"this item is {obj.size} bytes of JSON; at most {obj.limit} per item"
+        raise ItemInvalid(
+            problem(413, "too-large", detail, [{"field": "", "message": detail}]),
+            obj.dedupe_key,
+        )
     message = f"nests deeper than {MAX_DEPTH} levels"
     if isinstance(obj, TooDeep):
         raise _invalid([{"field": obj.field, "message": message}], None)

@@ -330,9 +330,18 @@ def _stop(proc: Any) -> str:
 
 @pytest.mark.process
 @pytest.mark.kill
-def test_500_idle_connections_under_ulimit_256_leave_healthz_answering(tmp_path: Path) -> None:
-    limit = 128  # the default under 256 descriptors (half), said here to count on it
-    proc, url = _serve_child(tmp_path, "--timeout-header", "30", "--limit-connections", str(limit))
+@pytest.mark.parametrize(
+    ("options", "limit"),
+    [
+        # the default: half the 256 descriptors, derived from RLIMIT_NOFILE at start
+        pytest.param((), 128, id="default-limit"),
+        pytest.param(("--limit-connections", "64"), 64, id="explicit-limit"),
+    ],
+)
+def test_500_idle_connections_under_ulimit_256_leave_healthz_answering(
+    tmp_path: Path, options: tuple[str, ...], limit: int
+) -> None:
+    proc, url = _serve_child(tmp_path, "--timeout-header", "30", *options)
     host, port = url.removeprefix("http://").split(":")
     idle: list[socket.socket] = []
     try:
@@ -420,6 +429,24 @@ def test_nesting_is_bounded_the_same_on_every_route(
     assert requests.get(f"{s.url}/v1/items/test:deep", timeout=10).status_code == 404
     assert requests.get(f"{s.url}/v1/items/test:next", timeout=10).status_code == 200
 
+    # the cursor route: a member nested as deep is refused the same way, and the cursor
+    # is not registered; one nested as deep as an item's data may be is only a bad body
+    cursor = f"{s.url}/v1/events/consumers/reader"
+    message = f"nests deeper than {MAX_DEPTH} levels"
+    for field, body in [
+        ("extra", f'{{"last_seq": 1, "extra": {"[" * depth}{"]" * depth}}}'),
+        ("last_seq", f'{{"last_seq": {"[" * depth}{"]" * depth}}}'),
+        ("", "[" * (depth + 1) + "]" * (depth + 1)),
+    ]:
+        r = requests.put(cursor, data=body, headers=headers, timeout=10)
+        assert r.status_code == 422, r.text
+        assert r.json()["errors"] == [{"field": field, "message": message}], body[:80]
+    shallow = json.dumps({"last_seq": 1, "extra": nested(MAX_DEPTH)})
+    r = requests.put(cursor, data=shallow, headers=headers, timeout=10)
+    assert r.status_code == 422, r.text
+    assert r.json()["errors"][0]["message"] != message
+    assert requests.get(f"{s.url}/v1/events/consumers", timeout=10).json()["consumers"] == []
+
 
 # -- bodies made to be expensive ------------------------------------------------------
 
@@ -429,6 +456,165 @@ def _high_water_mb(pid: int) -> float:
     match = re.search(r"^VmHWM:\s+(\d+) kB", status, re.M)
     assert match, status
     return int(match.group(1)) / 1024
+
+
+SIXTEEN_MIB = 16 * 1024 * 1024
+JSON_HEADERS = {"Content-Type": "application/json"}
+
+
+def _single_write_times(
+    url: str, send_big: Callable[[requests.Session], int], senders: int = 3
+) -> tuple[list[float], list[int]]:
+    """How long each of 30 single writes took while ``senders`` clients send big bodies
+    in a loop (``send_big`` sends one and gives its status), and those statuses."""
+    stop = threading.Event()
+    answered: list[int] = []
+
+    def flood() -> None:
+        with requests.Session() as session:
+            while not stop.is_set():
+                answered.append(send_big(session))
+
+    flooders = [threading.Thread(target=flood, daemon=True) for _ in range(senders)]
+    for t in flooders:
+        t.start()
+    took = []
+    try:
+        # every sender is at it before the writes are timed
+        wait_for(lambda: len(answered) >= senders, 60, "the big senders answered")
+        with requests.Session() as session:
+            for i in range(30):
+                start = time.monotonic()
+                r = session.post(f"{url}/v1/items", json=make_item(str(i)), timeout=30)
+                took.append(time.monotonic() - start)
+                assert r.status_code == 201
+    finally:
+        stop.set()
+        for t in flooders:
+            t.join(60)
+    return took, answered
+
+
+def _item_of(size: int, source_id: str = "big") -> bytes:
+    """An item body of exactly ``size`` bytes (its ``data`` padded)."""
+    item = make_item(source_id, data={"blob": ""})
+    room = size - len(json.dumps(item).encode())
+    item["data"]["blob"] = "x" * room
+    body = json.dumps(item).encode()
+    assert len(body) == size
+    return body
+
+
+@pytest.mark.process
+@pytest.mark.kill
+@pytest.mark.slow
+def test_a_16_mib_single_item_is_refused_before_it_is_read(tmp_path: Path) -> None:
+    body = _item_of(SIXTEEN_MIB)
+    proc, url = _serve_child(tmp_path)
+    try:
+        before = _high_water_mb(proc.pid)
+        # announced: 413 on Content-Length, before a byte of the body is read
+        r = requests.post(f"{url}/v1/items", data=body, headers=JSON_HEADERS, timeout=30)
+        assert r.status_code == 413, r.text
+        assert r.json()["type"] == "urn:framework:ingest:too-large"
+        assert r.json()["detail"] == "the body is larger than 2097152 bytes"
+        # chunked (no length up front): 413 once the stream passes the cap
+        pieces = (body[i : i + 65536] for i in range(0, len(body), 65536))
+        r = requests.post(f"{url}/v1/items", data=pieces, headers=JSON_HEADERS, timeout=30)
+        assert r.status_code == 413, r.text
+        # the cursor, the other one-record write, is held to the same cap
+        r = requests.put(
+            f"{url}/v1/events/consumers/reader", data=body, headers=JSON_HEADERS, timeout=30
+        )
+        assert r.status_code == 413, r.text
+
+        # three clients sending such bodies do not stall other clients' single writes
+        def big(session: requests.Session) -> int:
+            r = session.post(f"{url}/v1/items", data=body, headers=JSON_HEADERS, timeout=30)
+            return r.status_code
+
+        took, answered = _single_write_times(url, big)
+        assert set(answered) == {413}
+        # read whole and parsed, three such senders moved single writes from a p50 of 2 ms
+        # to 218 ms (a maximum of 2 s)
+        assert statistics.median(took) < 0.25, sorted(took)
+        # read whole and parsed, each such body took ~80 MB more; refused unread, none
+        grown = _high_water_mb(proc.pid) - before
+        assert grown < 40, f"{grown:.0f} MB more at the high-water mark"
+    finally:
+        err = _stop(proc)
+    assert "Traceback" not in err
+    # nothing of the big item was stored; the timed writes were
+    db = open_backend(f"sqlite:///{tmp_path / 'door.db'}")
+    try:
+        with db.transaction() as tx:
+            keys = [row[0] for row in tx.execute("SELECT dedupe_key FROM items")]
+    finally:
+        db.close()
+    assert "test:big" not in keys
+    assert len(keys) == 30
+
+
+def test_an_item_over_the_item_cap_is_refused_on_every_write_route(
+    make_ingest_server: Callable[..., IngestServer],
+) -> None:
+    cap = 4096
+    s = make_ingest_server(max_item=cap)
+    over, at = _item_of(cap + 1, "over"), _item_of(cap, "at")
+    detail = f"the body is larger than {cap} bytes"
+
+    r = requests.post(f"{s.url}/v1/items", data=over, headers=JSON_HEADERS, timeout=10)
+    assert r.status_code == 413, r.text
+    assert r.json()["detail"] == detail
+    r = requests.post(f"{s.url}/v1/items", data=at, headers=JSON_HEADERS, timeout=10)
+    assert r.status_code == 201, r.text
+
+    # in a batch (whose body may be far bigger), the element alone: its 413, in place
+    batch = b"[" + json.dumps(make_item("a")).encode() + b"," + over + b"," + at + b"]"
+    assert len(batch) > cap
+    r = requests.post(f"{s.url}/v1/items/batch", data=batch, headers=JSON_HEADERS, timeout=10)
+    assert r.status_code == 200, r.text
+    results = r.json()["results"]
+    assert [x["status_code"] for x in results] == [201, 413, 200]
+    assert results[1]["status"] == "invalid"
+    assert results[1]["dedupe_key"] == "test:over"
+    assert results[1]["problem"]["type"] == "urn:framework:ingest:too-large"
+    assert (
+        results[1]["problem"]["detail"]
+        == f"this item is {cap + 1} bytes of JSON; at most {cap} per item"
+    )
+    assert [row["dedupe_key"] for row in s.rows()] == ["test:a", "test:at"]
+
+    # counted in UTF-8 bytes, not characters
+    wide = make_item("wide", data={"blob": ""})
+    wide["data"]["blob"] = "é" * ((cap - len(json.dumps(wide).encode())) // 2 + 1)
+    text = json.dumps(wide, ensure_ascii=False).encode()
+    assert len(text.decode()) <= cap < len(text)
+    r = requests.post(
+        f"{s.url}/v1/items/batch", data=b"[" + text + b"]", headers=JSON_HEADERS, timeout=10
+    )
+    assert [x["status_code"] for x in r.json()["results"]] == [413]
+
+    # a cursor body is one record too
+    r = requests.put(
+        f"{s.url}/v1/events/consumers/reader",
+        data=b'{"last_seq": 0' + b" " * cap + b"}",
+        headers=JSON_HEADERS,
+        timeout=10,
+    )
+    assert r.status_code == 413, r.text
+
+
+def test_the_default_item_cap_takes_a_record_at_the_crawlers_default_cap(
+    ingest_server: IngestServer,
+) -> None:
+    # FRAMEWORK_MAX_ITEM_BYTES (1 MiB of stored JSON) in its envelope, as ship sends it
+    s = ingest_server
+    item = make_item("record", data={"blob": "x" * (1024 * 1024)})
+    body = json.dumps(item, ensure_ascii=False, separators=(",", ":")).encode()
+    assert len(body) > 1024 * 1024
+    r = requests.post(f"{s.url}/v1/items", data=body, headers=JSON_HEADERS, timeout=30)
+    assert r.status_code == 201, r.text
 
 
 @pytest.mark.process
@@ -449,28 +635,12 @@ def test_a_16_mib_batch_of_empty_objects_is_refused_before_it_is_parsed(tmp_path
         assert grown < 150, f"{grown:.0f} MB more at the high-water mark"
 
         # three clients sending such bodies do not stall single writes
-        stop = threading.Event()
+        def big(session: requests.Session) -> int:
+            r = session.post(f"{url}/v1/items/batch", data=body, headers=headers, timeout=30)
+            return r.status_code
 
-        def flood() -> None:
-            with requests.Session() as session:
-                while not stop.is_set():
-                    session.post(f"{url}/v1/items/batch", data=body, headers=headers, timeout=30)
-
-        flooders = [threading.Thread(target=flood, daemon=True) for _ in range(3)]
-        for t in flooders:
-            t.start()
-        took = []
-        try:
-            with requests.Session() as session:
-                for i in range(30):
-                    start = time.monotonic()
-                    r = session.post(f"{url}/v1/items", json=make_item(str(i)), timeout=30)
-                    took.append(time.monotonic() - start)
-                    assert r.status_code == 201
-        finally:
-            stop.set()
-            for t in flooders:
-                t.join(60)
+        took, answered = _single_write_times(url, big)
+        assert set(answered) == {413}
         # decoded whole on the event loop, each big body stalled every write ~1 s
         assert statistics.median(took) < 0.25, sorted(took)
     finally:
