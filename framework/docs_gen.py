@@ -7,7 +7,9 @@ Each page is rendered from the code it documents, so it cannot drift from it:
 * ``cli.md`` from click's own help of every command the ``framework`` root finds
   (core commands and installed plugins' ones);
 * ``settings.md`` from the one settings table, :data:`framework.settings.SETTINGS`
-  (defaults, types, floors, ceilings, whether a spec may set each).
+  (defaults, types, floors, ceilings, whether a spec may set each), and the
+  environment variables the framework and its plugins read
+  (:data:`framework.docs_meanings.ENVIRONMENT_MEANINGS`).
 
 What the code cannot say, the one-line meaning of a key or a setting, is written in
 :mod:`framework.docs_meanings`; the why and the examples stay in the
@@ -33,9 +35,15 @@ from typing import Any
 
 import click
 
-from framework.docs_meanings import SETTING_MEANINGS, SPEC_MEANINGS, SPEC_TITLES
+from framework.docs_meanings import (
+    ENVIRONMENT_MEANINGS,
+    SETTING_MEANINGS,
+    SPEC_MEANINGS,
+    SPEC_TITLES,
+)
 
 __all__ = [
+    "ENVIRONMENT_MEANINGS",
     "PAGES",
     "SETTING_MEANINGS",
     "SPEC_MEANINGS",
@@ -390,9 +398,13 @@ def _value_of(kind: str, low: float | None) -> str:
 
 
 def render_settings(
-    framework_settings: dict[str, Any] | None = None, meanings: dict[str, str] | None = None
+    framework_settings: dict[str, Any] | None = None,
+    meanings: dict[str, str] | None = None,
+    environment: dict[str, str] | None = None,
 ) -> str:
-    """``docs/reference/settings.md``; :class:`Undocumented` when a setting has no meaning."""
+    """``docs/reference/settings.md``; :class:`Undocumented` when a setting has no meaning.
+    ``environment``: the variables read from the environment, name -> meaning (default
+    :data:`ENVIRONMENT_MEANINGS`)."""
     from scrapy.settings import default_settings as scrapy_defaults
 
     from framework import __version__
@@ -432,7 +444,8 @@ def render_settings(
             "framework/settings.py (SETTINGS)",
             "Settings",
             "Precedence, lowest first: Scrapy's defaults, the framework's (below), the "
-            "spec's `settings:`, then `-s NAME=VALUE` on the command line. A spec may set "
+            "project's Scrapy settings module (the one `scrapy.cfg` names), the spec's "
+            "`settings:`, then `-s NAME=VALUE` on the command line. A spec may set "
             "only the settings on this page, each within its ceiling; only the operator "
             "goes past one (`-s NAME=VALUE`, or the Scrapy settings module `scrapy.cfg` "
             "names). Why a spec's `settings:` is an allow-list: "
@@ -482,6 +495,21 @@ def render_settings(
         "",
         ", ".join(_code(name) for name in changed) + ".",
     ]
+    environment = ENVIRONMENT_MEANINGS if environment is None else environment
+    lines += [
+        "",
+        "## Environment variables",
+        "",
+        "Read from the environment by the commands (not Scrapy settings, so not `-s` nor "
+        "a spec's `settings:`). A command-line option, where there is one, wins over its "
+        "variable. The credentials a spec uses are its own `FW_*` variables, named in the "
+        "spec with `{env:NAME}`.",
+        "",
+        "| variable | meaning |",
+        "| --- | --- |",
+    ]
+    for name in sorted(environment):
+        lines.append(f"| {_code(name)} | {environment[name]} |")
     return "\n".join(lines) + "\n"
 
 

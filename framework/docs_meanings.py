@@ -9,7 +9,7 @@ and the code agree.
 
 from __future__ import annotations
 
-__all__ = ["SETTING_MEANINGS", "SPEC_MEANINGS", "SPEC_TITLES"]
+__all__ = ["ENVIRONMENT_MEANINGS", "SETTING_MEANINGS", "SPEC_MEANINGS", "SPEC_TITLES"]
 
 #: Section title of each object of the schema (``JobSpec`` is the root), in the order
 #: a reader meets them. An object of the models without a title here is undocumented.
@@ -356,6 +356,30 @@ SETTING_MEANINGS: dict[str, str] = {
     "request)",
     "FRAMEWORK_RENDER_PAGE_USES": "rendered jobs: requests one browser page serves before a "
     "fresh one replaces it",
+    "FRAMEWORK_STORE_RESPONSES": "keep each fetched page's body for `framework reparse`; "
+    "unset: the spec's `store_responses` (`--no-store-responses` sets it false)",
+    "FRAMEWORK_RESPONSES_BUDGET_MB": "the stored (compressed) page bodies a workspace may "
+    "hold, in MB; past it the crawl stores no more bodies and says so; 0: no budget",
+    "FRAMEWORK_PROGRESS": "`live` (a line redrawn on a terminal) or `lines` (a log line "
+    "now and then): the crawl's progress; `framework crawl` sets it unless `--quiet`; "
+    "unset: none",
+    "FRAMEWORK_METRICS_PORT": "serve this job's Prometheus `/metrics` on 127.0.0.1 at "
+    "this port while the crawl runs (0: any free port, logged); needs the dashboard "
+    "plugin (`--metrics-port`)",
+    "FRAMEWORK_ALLOW_PRIVATE": "networks or addresses (comma-separated, `10.0.0.0/8`) a "
+    "crawl may request although they are not public; unset: only the start hosts' kind "
+    "of address",
+    "FRAMEWORK_LEASE_SECONDS": "workers (`--processes`, a PostgreSQL workspace): how long "
+    "a claim on a row holds without a heartbeat",
+    "FRAMEWORK_LEASE_BATCH": "workers: the rows one holds at most; 0: twice the requests "
+    "it may have in flight on one host",
+    "FRAMEWORK_ROOT": "the project root whose `projects/` holds the jobs (Scrapyd); "
+    "unset: found from the working directory",
+    "FRAMEWORK_WORKSPACES": "the folder of the jobs' workspaces; unset: the root's `var/`",
+    "FRAMEWORK_SPECS_PACKAGE": "the Python package the specs travel in (a Scrapyd egg); "
+    "the workspaces are then under `var/` of the working directory",
+    "FRAMEWORK_CHROMIUM": "rendered jobs: the Chromium to launch; unset: "
+    "`$FRAMEWORK_CHROMIUM`, else `/usr/bin/chromium` or `/usr/bin/chromium-browser`",
     "DOWNLOAD_DELAY": "seconds between requests to one site",
     "RANDOMIZE_DOWNLOAD_DELAY": "vary the delay between 0.5 and 1.5 times itself",
     "AUTOTHROTTLE_ENABLED": "adapt the delay to the site's latency",
@@ -381,6 +405,37 @@ SETTING_MEANINGS: dict[str, str] = {
     "PLAYWRIGHT_DEFAULT_NAVIGATION_TIMEOUT": "milliseconds a rendered page may take to load",
     "PLAYWRIGHT_MAX_CONTEXTS": "browser contexts open at once",
     "PLAYWRIGHT_MAX_PAGES_PER_CONTEXT": "browser pages open at once per context",
+}
+
+#: Environment variable -> what it does, in one line: every ``FRAMEWORK_*`` variable
+#: the framework and its plugins read from the environment (the settings above are read
+#: from Scrapy's settings instead). A test fails on a name the code reads that is in
+#: neither.
+ENVIRONMENT_MEANINGS: dict[str, str] = {
+    "FRAMEWORK_HOME": "the project root (its `projects/` and `var/`); unset: the nearest "
+    "folder up from the working directory with a `projects/` or a `scrapy.cfg`",
+    "FRAMEWORK_WORKSPACE": "the workspace of every command that takes `--workspace`: a "
+    "folder or a `postgresql://` URL; unset: `var/<job>`",
+    "FRAMEWORK_PROGRESS_INTERVAL": "seconds between two progress shows of `framework "
+    "reparse` and `framework ship` (a crawl reads the setting of the same name)",
+    "FRAMEWORK_STOP_GRACE": "`framework ship --stop-grace`: seconds requests in flight get "
+    "at a stop",
+    "FRAMEWORK_CHROMIUM": "the Chromium rendered jobs launch, unless the setting of the "
+    "same name says another",
+    "FRAMEWORK_SHIP_ENDPOINT": "`framework ship --endpoint`; also confirms a spec's "
+    "`ship.endpoint` on another machine when it names the same origin",
+    "FRAMEWORK_SHIP_TOKEN_ENV": "`framework ship --token-env`: the name of the variable "
+    "that holds the bearer token",
+    "FRAMEWORK_SHIP_SIGNING_SECRET": "the secret `framework ship` signs each request with "
+    "(`X-Framework-Signature`), unless `--signing-secret-env` names another variable",
+    "FRAMEWORK_INGEST_DB": "the `--db` of the `framework ingest` commands: the ingest "
+    "endpoint's database URL",
+    "FRAMEWORK_INGEST_SIGNING_SECRETS": "`framework ingest serve`: the secrets a request's "
+    "signature is checked against, comma-separated (two during a rotation)",
+    "FRAMEWORK_REPARSE_BATCH": "for tests: pages per transaction of `framework reparse` "
+    "(default 500)",
+    "FRAMEWORK_TEST_SQLITE_MAX_PAGES": "for tests: a SQLite workspace may not grow past "
+    "this many pages, as on a full disk",
 }
 
 # `total:` is a field read from the whole page, and how far a list may be from it

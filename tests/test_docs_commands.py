@@ -9,6 +9,12 @@ opening fence; rendered Markdown does not show it):
   first such block, for blocks that need a workspace to look at). A comment that
   starts with ``exits N`` (``framework crawl demo  # exits 4: ...``) sets that one
   command's expected exit code.
+  ``needs=chromium`` (the playwright plugin and a Chromium) and ``needs=postgres`` (a
+  PostgreSQL server, from ``FRAMEWORK_TEST_PG``) name what a block needs besides the
+  repository: with it missing, the blocks before it run and the file skips there,
+  unless that is required (``CI=true`` or ``FRAMEWORK_REQUIRE_BROWSER=1`` for Chromium,
+  ``FRAMEWORK_REQUIRE_PG=1`` for PostgreSQL, as for the browser and PostgreSQL tests),
+  where it fails before any block runs.
 - ``<!-- illustrative: <reason> -->``: not run; the reason is required (a synopsis, a
   crontab line, a command that needs a real remote endpoint or minutes of time, ...).
 - ``<!-- output -->`` on a block right after a runnable one: what those commands print.
@@ -37,7 +43,8 @@ pipe, redirection, quote or glob) is forked from the test's fork server
 (tests/fixtures/procs.py) with the copy's working directory and environment; anything
 else runs through ``bash -c``. A command ending in ``&`` is started in the
 background (its own process group, stopped at the end of the file) and, when it names a
-port, waited for until that port accepts connections.
+port, waited for until that port accepts connections. ``export NAME=value`` sets NAME
+for the file's later commands, as it would in the reader's shell.
 
 The documents name fixed ports (the demo site on 8800, the ingest endpoint on 8700, and
 whatever port a command serves on with ``--port N``, such as a guide's fixture site or
@@ -46,7 +53,10 @@ to free ones, in its commands, its ``file:`` blocks and the copy's
 ``projects/demo/job.yaml``, and that is the only rewriting a command gets. When no
 command of a file serves the demo site or the ingest endpoint itself, this test serves
 them on the mapped ports (the fixture site in-process on port 0, the reference ingest
-server as a child on port 0 whose real port is read back).
+server as a child on port 0 whose real port is read back). A file with a
+``needs=postgres`` block names the reader's database as ``postgresql://crawler@db.internal/crawls``;
+that URL is mapped to a database created for the file on the ``FRAMEWORK_TEST_PG``
+server (dropped at its end), so every such file starts on an empty database.
 """
 
 from __future__ import annotations
@@ -54,6 +64,8 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import secrets
+import shlex
 import shutil
 import signal
 import socket
@@ -63,6 +75,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
@@ -73,6 +86,10 @@ from tests.paths import REPO
 # docs/ recursively: the tutorial, the guides and the generated reference alike
 DOC_FILES = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
 SITE_PORT, INGEST_PORT = 8800, 8700
+# The reader's PostgreSQL database as the documents name it (needs=postgres).
+DOC_DATABASE = "postgresql://crawler@db.internal/crawls"
+NEEDS = ("chromium", "postgres")
+PG_ENV = "FRAMEWORK_TEST_PG"  # a server the file's own database is created on
 SHELL_INFOS = {"sh", "shell", "bash", "console"}
 COMMAND_START = re.compile(
     r"^(?:[A-Z_][A-Z0-9_]*=\S*\s+)*"
@@ -122,6 +139,12 @@ class Block:
     @property
     def after_crawl(self) -> bool:
         return "after=crawl" in self.options
+
+    @property
+    def needs(self) -> set[str]:
+        """What the block needs besides the repository (``needs=chromium,postgres``)."""
+        found = re.search(r"\bneeds=([\w,]+)", self.options)
+        return set(found.group(1).split(",")) if found else set()
 
     def commands(self) -> list[str]:
         """The block's commands: continuation lines joined, blank and comment lines dropped."""
@@ -186,6 +209,8 @@ def test_every_file_is_covered() -> None:
             # Marking output illustrative is harmless; running YAML or output is not.
             if block.marker == "runnable" and not block.is_shell:
                 problems.append(f"{block.where}: marked runnable but not a shell block")
+            if block.marker == "runnable" and block.needs - set(NEEDS):
+                problems.append(f"{block.where}: needs one of {', '.join(NEEDS)}")
         problems += excerpt_problems(blocks_of(path))
     assert problems == []
 
@@ -256,7 +281,8 @@ def test_the_marker_rules_catch_an_unmarked_block(tmp_path: Path) -> None:
         "```sh\nframework crawl demo\n```\n\n```\nFOO=1 framework ship demo\n```\n\n"
         "<!-- illustrative: a synopsis -->\n```\nframework x [--y]\n```\n\n"
         "```\nprojects/demo/job.yaml:1:1: not a command\n```\n\n"
-        "<!-- runnable exits=0,4 after=crawl -->\n```sh\nframework a \\\n  --b\n# c\n```\n",
+        "<!-- runnable exits=0,4 after=crawl -->\n```sh\nframework a \\\n  --b\n# c\n```\n\n"
+        "<!-- runnable needs=chromium,postgres -->\n```sh\nframework crawl js\n```\n",
         encoding="utf-8",
     )
     blocks = blocks_of(doc)
@@ -266,11 +292,15 @@ def test_the_marker_rules_catch_an_unmarked_block(tmp_path: Path) -> None:
         (True, "illustrative"),
         (False, None),
         (True, "runnable"),
+        (True, "runnable"),
     ]
     assert blocks[2].options == "a synopsis"
     assert blocks[4].commands() == ["framework a  --b"]
     assert blocks[4].exits() == {0, 4}
     assert blocks[4].after_crawl
+    assert blocks[4].needs == set()
+    assert blocks[5].needs == {"chromium", "postgres"}
+    assert blocks[5].exits() == {0}
 
 
 # -- running ------------------------------------------------------------------------
@@ -336,16 +366,20 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
 
 @dataclass
 class Sandbox:
-    """A copy of the working tree with the documents' ports mapped to free ones."""
+    """A copy of the working tree with the documents' ports mapped to free ones (and
+    their database to the file's own)."""
 
     root: Path
     ports: dict[int, int]
     env: dict[str, str]
     background: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    urls: dict[str, str] = field(default_factory=dict)
 
     def rewrite(self, command: str) -> str:
         for doc_port, port in self.ports.items():
             command = re.sub(rf"(?<!\d){doc_port}(?!\d)", str(port), command)
+        for doc_url, url in self.urls.items():  # after the ports: a real URL stays as it is
+            command = command.replace(doc_url, url)
         return command
 
     def write(self, block: Block) -> None:
@@ -359,6 +393,11 @@ class Sandbox:
         line = self.rewrite(command)
         expected = re.search(r"#\s*exits (\d+)\b", command)
         allowed = {int(expected.group(1))} if expected else exits
+        exported = re.match(r"export\s+([A-Za-z_]\w*)=(.*)$", line)
+        if exported:  # the reader's shell keeps it for the commands that follow
+            words = shlex.split(exported.group(2), comments=True)
+            self.env[exported.group(1)] = words[0] if words else ""
+            return ""
         if re.search(r"&\s*(#.*)?$", line):
             foreground = line.split("#", 1)[0].rstrip().rstrip("&")
             proc = procs.popen(
@@ -395,11 +434,19 @@ class Sandbox:
 
 
 @contextlib.contextmanager
-def sandbox(tmp_path: Path, commands: list[str]) -> Iterator[Sandbox]:
+def sandbox(tmp_path: Path, commands: list[str], database: str | None = None) -> Iterator[Sandbox]:
+    """The file's copy of the tree; ``database``: a fresh database the documents'
+    ``DOC_DATABASE`` stands for (needs=postgres)."""
     root = tmp_path / "repo"
     shutil.copytree(REPO, root, ignore=COPY_IGNORE, symlinks=True)
     (root / ".venv").symlink_to(Path(sys.prefix))
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("FRAMEWORK_", "DEMO_"))}
+    # The reader's environment, not the test run's: no FRAMEWORK_* setting of ours
+    # (a workspace, an endpoint), except where this machine keeps its Chromium.
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("FRAMEWORK_", "DEMO_")) or k == "FRAMEWORK_CHROMIUM"
+    }
     env["PATH"] = f"{root / '.venv' / 'bin'}{os.pathsep}{env.get('PATH', '')}"
     text = "\n".join(commands)
     own_site = "framework.demo.site" in text
@@ -411,6 +458,9 @@ def sandbox(tmp_path: Path, commands: list[str]) -> Iterator[Sandbox]:
             site = stack.enter_context(DemoSite(port=0))
             site_port = int(site.url.rsplit(":", 1)[1])
         box = Sandbox(root, {SITE_PORT: site_port}, env)
+        if database is not None:
+            # dropped after box.stop (callbacks run last first): no worker holds it then
+            box.urls[DOC_DATABASE] = stack.enter_context(fresh_database(database))
         stack.callback(box.stop)
         if own_ingest:
             box.ports[INGEST_PORT] = free_port()
@@ -456,9 +506,106 @@ def serve_ingest(box: Sandbox) -> int:
     raise AssertionError("the ingest server did not start")
 
 
+# -- what a block needs besides the repository (needs=) ---------------------------------
+
+
+def unavailable(need: str) -> str | None:
+    """Why ``need`` is not there on this machine, or None when it is."""
+    if need == "chromium":
+        try:
+            from framework_playwright.browser import find_chromium
+
+            find_chromium()
+        except Exception as exc:  # the plugin missing (ImportError) or no Chromium
+            return f"no playwright plugin or Chromium: {exc}"
+        return None
+    if need == "postgres":
+        if not os.environ.get(PG_ENV):
+            return f"{PG_ENV} is unset: no PostgreSQL to run against"
+        return None
+    raise AssertionError(f"unknown need {need!r}")
+
+
+def required(need: str) -> bool:
+    """Whether a missing ``need`` fails rather than skips, as it does for the browser
+    and PostgreSQL tests (tests/plugins/playwright, tests/fixtures/ingest.py)."""
+    if need == "chromium":
+        return os.environ.get("CI") == "true" or os.environ.get("FRAMEWORK_REQUIRE_BROWSER") == "1"
+    return os.environ.get("FRAMEWORK_REQUIRE_PG") == "1"
+
+
+@contextlib.contextmanager
+def fresh_database(server: str) -> Iterator[str]:
+    """A new, empty database on the ``server`` URL's server, dropped at the end."""
+    import psycopg
+
+    name = f"framework_docs_{os.getpid()}_{secrets.token_hex(3)}"
+    with psycopg.connect(server, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    parts = urlsplit(server)
+    try:
+        yield urlunsplit((parts.scheme, parts.netloc, f"/{name}", "", ""))
+    finally:
+        with psycopg.connect(server, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def _needs_of(path: Path) -> set[str]:
+    return {n for b in blocks_of(path) if b.marker == "runnable" for n in b.needs}
+
+
+def _marks(path: Path) -> list[pytest.MarkDecorator]:
+    """``browser`` and ``pg`` for a file with blocks that need them (make check and
+    -m select by them as for any other test)."""
+    needs = _needs_of(path)
+    return [
+        m
+        for n, m in (("chromium", pytest.mark.browser), ("postgres", pytest.mark.pg))
+        if n in needs
+    ]
+
+
+def test_a_block_that_needs_something_missing_skips_or_fails(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv(PG_ENV, raising=False)
+    monkeypatch.delenv("FRAMEWORK_REQUIRE_PG", raising=False)
+    assert unavailable("postgres") == f"{PG_ENV} is unset: no PostgreSQL to run against"
+    assert not required("postgres")
+    monkeypatch.setenv("FRAMEWORK_REQUIRE_PG", "1")
+    assert required("postgres")
+    monkeypatch.setenv(PG_ENV, "postgresql://postgres@127.0.0.1:5432/postgres")
+    assert unavailable("postgres") is None
+    monkeypatch.delenv("CI", raising=False)
+    monkeypatch.delenv("FRAMEWORK_REQUIRE_BROWSER", raising=False)
+    assert not required("chromium")
+    monkeypatch.setenv("FRAMEWORK_REQUIRE_BROWSER", "1")
+    assert required("chromium")
+    monkeypatch.setenv("FRAMEWORK_CHROMIUM", "/nonexistent/chromium")
+    assert unavailable("chromium") is not None  # a wrong path is never passed over
+    # the guides that need them are marked so
+    assert {"chromium"} <= _needs_of(REPO / "docs" / "guides" / "javascript.md")
+    assert {"postgres"} <= _needs_of(REPO / "docs" / "guides" / "postgres.md")
+
+
+def test_export_sets_later_commands_environment_and_the_database_is_mapped(
+    tmp_path: Path,
+) -> None:
+    real = "postgresql://postgres@127.0.0.1:5432/framework_docs_1"
+    box = Sandbox(tmp_path, {SITE_PORT: 41234}, {}, urls={DOC_DATABASE: real})
+    line = f"export FRAMEWORK_WORKSPACE='{DOC_DATABASE}?options=-csearch_path%3Dcourts'"
+    assert box.run(line, {0}, "here") == ""
+    assert box.env == {"FRAMEWORK_WORKSPACE": f"{real}?options=-csearch_path%3Dcourts"}
+    # the ports first, then the database: a real URL's own port is never rewritten
+    assert box.rewrite(f"psql '{DOC_DATABASE}' # 8800") == f"psql '{real}' # 41234"
+
+
 @pytest.mark.slow
 @pytest.mark.process
-@pytest.mark.parametrize("path", DOC_FILES, ids=lambda p: str(p.relative_to(REPO)))
+@pytest.mark.parametrize(
+    "path",
+    [pytest.param(p, marks=_marks(p), id=str(p.relative_to(REPO))) for p in DOC_FILES],
+)
 def test_runnable_blocks_run_as_written(path: Path, tmp_path: Path) -> None:
     runnable = [b for b in blocks_of(path) if b.marker == "runnable"]
     shell = [b for b in blocks_of(path) if b.is_shell]
@@ -467,10 +614,18 @@ def test_runnable_blocks_run_as_written(path: Path, tmp_path: Path) -> None:
     if not runnable:
         assert all(b.marker == "illustrative" for b in shell)
         return
-    with sandbox(tmp_path, [c for b in runnable for c in b.commands()]) as box:
+    absent = {need: why for need in sorted(_needs_of(path)) if (why := unavailable(need))}
+    for need, why in absent.items():
+        if required(need):
+            pytest.fail(f"{path.relative_to(REPO)} needs {need}, required here: {why}")
+    database = os.environ[PG_ENV] if "postgres" in _needs_of(path) - set(absent) else None
+    with sandbox(tmp_path, [c for b in runnable for c in b.commands()], database) as box:
         crawled = False
         printed = ""  # what the last runnable block's commands printed
         for block in blocks_of(path):
+            lacking = sorted(block.needs & set(absent)) if block.marker == "runnable" else []
+            if lacking:  # the blocks before it ran and passed
+                pytest.skip(f"{block.where} and after: {'; '.join(absent[n] for n in lacking)}")
             if block.marker == "file":
                 box.write(block)
             elif block.marker == "output":

@@ -15,7 +15,7 @@ import pytest
 
 from framework import docs_gen
 from framework.cli import CORE_COMMANDS, main
-from framework.settings import FRAMEWORK_SETTINGS
+from framework.settings import FRAMEWORK_SETTINGS, SETTINGS, default
 from framework.spec.schema import job_schema
 from tests.paths import REPO
 
@@ -65,6 +65,90 @@ def test_a_setting_without_a_meaning_fails() -> None:
     with pytest.raises(docs_gen.Undocumented) as caught:
         docs_gen.render_settings(framework_settings=more)
     assert caught.value.problems == ["setting FRAMEWORK_BRAND_NEW: no meaning in SETTING_MEANINGS"]
+
+
+# Every FRAMEWORK_* name in the code, setting or environment variable, is on the
+# settings page. Names that are neither, and why:
+NOT_SETTINGS = {
+    "FRAMEWORK_SETTINGS": "framework.settings: the table's rows every job gets, a Python name",
+}
+_NAME = re.compile(r"\bFRAMEWORK_[A-Z0-9]+(?:_[A-Z0-9]+)*\b")
+
+
+def framework_names(*roots: Path) -> dict[str, str]:
+    """Every ``FRAMEWORK_*`` name in the Python files under ``roots`` (code, docstrings
+    and comments alike), with the first file that names it."""
+    found: dict[str, str] = {}
+    for root in roots:
+        for path in sorted(root.rglob("*.py")):
+            for name in _NAME.findall(path.read_text(encoding="utf-8")):
+                shown = path.relative_to(REPO) if path.is_relative_to(REPO) else path
+                found.setdefault(name, str(shown))
+    return found
+
+
+def undocumented(names: dict[str, str], page: str) -> list[str]:
+    """The names not on ``page`` as a row of one of its tables (`` | `NAME` | ``)."""
+    return sorted(
+        f"{name} (in {where})"
+        for name, where in names.items()
+        if name not in NOT_SETTINGS and f"| `{name}` |" not in page
+    )
+
+
+def test_every_framework_name_the_code_reads_is_in_the_settings_reference() -> None:
+    page = (REPO / "docs" / "reference" / "settings.md").read_text(encoding="utf-8")
+    names = framework_names(REPO / "framework", REPO / "plugins")
+    assert "FRAMEWORK_CHROMIUM" in names  # the scan reads the plugins...
+    assert "FRAMEWORK_HOME" in names  # ... and the core
+    assert undocumented(names, page) == [], (
+        "add the setting to framework/settings.py or the variable to "
+        f"ENVIRONMENT_MEANINGS in framework/docs_meanings.py, then `{docs_gen.REGENERATE}`"
+    )
+    # and the page documents no variable the code no longer names
+    gone = sorted(set(docs_gen.ENVIRONMENT_MEANINGS) - set(names))
+    assert gone == [], f"documented environment variables no code reads: {gone}"
+
+
+def test_a_framework_name_missing_from_the_reference_fails(tmp_path: Path) -> None:
+    code = tmp_path / "new.py"
+    code.write_text(
+        'import os\nos.environ.get("FRAMEWORK_BRAND_NEW")\nFRAMEWORK_SETTINGS = {}\n'
+        "# FRAMEWORK_HOME: documented already\n",
+        encoding="utf-8",
+    )
+    names = framework_names(tmp_path)
+    assert sorted(names) == ["FRAMEWORK_BRAND_NEW", "FRAMEWORK_HOME", "FRAMEWORK_SETTINGS"]
+    assert undocumented(names, docs_gen.render_settings()) == [f"FRAMEWORK_BRAND_NEW (in {code})"]
+    env = {**docs_gen.ENVIRONMENT_MEANINGS, "FRAMEWORK_BRAND_NEW": "a new variable"}
+    assert undocumented(names, docs_gen.render_settings(environment=env)) == []
+
+
+def test_the_table_defaults_its_readers_keep_are_theirs() -> None:
+    """The rows whose readers default themselves (framework/settings.py says which) give
+    the same default as the reader, so the reference says what a run does."""
+    from framework.crawl import limits
+    from framework.workspace import leases
+
+    assert default("FRAMEWORK_RESPONSES_BUDGET_MB") == limits.RESPONSES_BUDGET_MB
+    assert default("FRAMEWORK_LEASE_SECONDS") == leases.LEASE_SECONDS
+    for name in (
+        "FRAMEWORK_STORE_RESPONSES",
+        "FRAMEWORK_PROGRESS",
+        "FRAMEWORK_METRICS_PORT",
+        "FRAMEWORK_ALLOW_PRIVATE",
+        "FRAMEWORK_ROOT",
+        "FRAMEWORK_WORKSPACES",
+        "FRAMEWORK_SPECS_PACKAGE",
+        "FRAMEWORK_CHROMIUM",
+    ):
+        assert default(name) is None, name  # unset unless the operator sets it
+    assert default("FRAMEWORK_LEASE_BATCH") == 0  # the claimer's "or" default
+    # none of them is a spec's to set, nor in every job's settings
+    for name in ("FRAMEWORK_CHROMIUM", "FRAMEWORK_ALLOW_PRIVATE", "FRAMEWORK_ROOT"):
+        assert not SETTINGS[name].spec
+        assert not SETTINGS[name].job
+        assert name not in FRAMEWORK_SETTINGS
 
 
 def test_the_spec_page_says_types_defaults_and_allowed_values() -> None:
@@ -117,6 +201,20 @@ def test_the_version_is_one_everywhere(capsys: pytest.CaptureFixture[str]) -> No
     released = re.findall(r"^## \[(\d+\.\d+\.\d+)\] - \d{4}-\d{2}-\d{2}$", changelog, re.M)
     assert released, "CHANGELOG.md has no released version"
     assert released[0] == declared, "the newest release in CHANGELOG.md"
+
+
+def test_the_readme_and_the_home_page_lead_with_tutorial_guides_reference_operations() -> None:
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    section = readme.split("\n## Documentation\n", 1)[1].split("\n## ", 1)[0]
+    home = (REPO / "docs" / "index.md").read_text(encoding="utf-8")
+    for text, prefix in ((section, "docs/"), (home, "")):
+        targets = ["tutorial.md", "guides/index.md", "spec-reference.md", "operations.md"]
+        at = [text.find(f"]({prefix}{target})") for target in targets]
+        assert -1 not in at, dict(zip(targets, at, strict=True))
+        assert at == sorted(at), (
+            f"{prefix or 'docs/index.md'}: {dict(zip(targets, at, strict=True))}"
+        )
+    assert "plugins/dashboard/" in readme.split("\n## Layout\n", 1)[1]
 
 
 # Words of how the project was built, not of what it does: a user doc speaks of the
