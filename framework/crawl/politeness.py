@@ -26,6 +26,7 @@ reading a robots.txt after its first 500 KiB.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import random
 import time
@@ -47,6 +48,7 @@ if TYPE_CHECKING:
 
     from scrapy.crawler import Crawler
     from scrapy.http import Headers, Request, Response
+    from scrapy.signalmanager import SignalManager
 
 logger = logging.getLogger(__name__)
 
@@ -55,7 +57,7 @@ RATE_LIMIT_STATUSES = frozenset({429, 503})
 # 30 MB of wildcard rules spent minutes of CPU and gigabytes on them. The download stops
 # once more has come (what has come is kept: at most one network read more).
 ROBOTS_MAX_BYTES = 500 * 1024
-# request meta: a robots.txt request (kept by a redirect's copy), and its bytes so far
+# request meta: a robots.txt request's token (kept by a redirect's copy), its bytes so far
 ROBOTS_META = "fw_robots_txt"
 ROBOTS_READ_META = "fw_robots_bytes"
 WAIT_SLICE = 0.25  # seconds
@@ -194,7 +196,11 @@ class RobotsTxtFailures:
     without a ``download_maxsize`` (a ``Content-Length`` over ``DOWNLOAD_MAXSIZE`` would
     cancel it, and a cancelled robots.txt counts as none, every page allowed), which is
     given back once the answer's head is in, so that a compressed body is still
-    inflated up to ``DOWNLOAD_MAXSIZE`` at most.
+    inflated up to ``DOWNLOAD_MAXSIZE`` at most. Scrapy sends those signals for every
+    download, and a receiver costs each page tens of microseconds: this one listens only
+    while a robots.txt is on its way (from its request to its answer or failure; a
+    redirect's copy carries the original's token), which is the first moments of a
+    crawl of each host.
 
     **Failures.** One log line when a host's robots.txt cannot be fetched.
 
@@ -206,10 +212,19 @@ class RobotsTxtFailures:
     pages' own requests then fail (or not) on their own, as typed row errors.
     """
 
-    def __init__(self, gate_meta: dict[str, Any] | None = None, maxsize: int | None = None) -> None:
+    def __init__(
+        self,
+        gate_meta: dict[str, Any] | None = None,
+        maxsize: int | None = None,
+        signal_manager: SignalManager | None = None,
+    ) -> None:
         self.gate_meta = dict(gate_meta or {})  # empty: no rate in the spec
         # DOWNLOAD_MAXSIZE: what a compressed robots.txt may inflate to
         self.maxsize = default("DOWNLOAD_MAXSIZE") if maxsize is None else maxsize
+        # where the download signals are listened to while a robots.txt is on its way
+        self.signal_manager = signal_manager
+        self._tokens = itertools.count(1)
+        self._on_the_way: set[int] = set()  # the tokens of robots.txt requests
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -217,15 +232,8 @@ class RobotsTxtFailures:
         slots = getattr(spidercls, "slots", None)
         compiled = getattr(spidercls, "compiled", None)
         maxsize = crawler.settings.getint("DOWNLOAD_MAXSIZE", default("DOWNLOAD_MAXSIZE"))
-        if not slots or compiled is None:
-            mw = cls(maxsize=maxsize)
-        else:
-            mw = cls(slots.meta(compiled.start_kind), maxsize=maxsize)
-        if crawler.settings.getbool("ROBOTSTXT_OBEY", default("ROBOTSTXT_OBEY")):
-            # asked of every download: only when robots.txt is fetched at all
-            crawler.signals.connect(mw.headers_received, signal=signals.headers_received)
-            crawler.signals.connect(mw.bytes_received, signal=signals.bytes_received)
-        return mw
+        gate = slots.meta(compiled.start_kind) if slots and compiled is not None else None
+        return cls(gate, maxsize=maxsize, signal_manager=crawler.signals)
 
     def process_request(self, request: Request) -> None:
         if not _is_robots_request(request):
@@ -233,11 +241,31 @@ class RobotsTxtFailures:
         meta = request.meta
         for key, value in self.gate_meta.items():
             meta.setdefault(key, value)
-        meta[ROBOTS_META] = True  # a redirect's copy is one too
+        token = meta.get(ROBOTS_META) or next(self._tokens)  # a redirect's copy: its own
+        meta[ROBOTS_META] = token
         meta[ROBOTS_READ_META] = 0
         # never cancelled on its size: bytes_received stops the download instead
         meta["download_maxsize"] = 0
         meta["download_warnsize"] = 0
+        if self.signal_manager is not None and token not in self._on_the_way:
+            if not self._on_the_way:
+                self._listen(True)
+            self._on_the_way.add(token)
+
+    def _arrived(self, request: Request) -> None:
+        """A robots.txt request's answer or failure is in: the last one on its way
+        stops the listening."""
+        token = request.meta.get(ROBOTS_META)
+        if token in self._on_the_way:
+            self._on_the_way.discard(token)
+            if not self._on_the_way:
+                self._listen(False)
+
+    def _listen(self, on: bool) -> None:
+        assert self.signal_manager is not None
+        change = self.signal_manager.connect if on else self.signal_manager.disconnect
+        change(self.headers_received, signal=signals.headers_received)
+        change(self.bytes_received, signal=signals.bytes_received)
 
     def headers_received(self, headers: Headers, request: Request) -> None:
         if _is_robots_request(request):
@@ -253,7 +281,10 @@ class RobotsTxtFailures:
             raise StopDownload(fail=False)  # what came is the response
 
     def process_response(self, request: Request, response: Response) -> Response:
-        if len(response.body) <= ROBOTS_MAX_BYTES or not _is_robots_request(request):
+        if not _is_robots_request(request):
+            return response
+        self._arrived(request)
+        if len(response.body) <= ROBOTS_MAX_BYTES:
             return response
         head = response.body[:ROBOTS_MAX_BYTES]
         cut = head.rfind(b"\n")
@@ -268,7 +299,10 @@ class RobotsTxtFailures:
         return response.replace(body=head[: cut + 1] if cut >= 0 else head)
 
     def process_exception(self, request: Request, exception: Exception) -> None:
-        if not _is_robots_request(request) or isinstance(exception, IgnoreRequest):
+        if not _is_robots_request(request):
+            return
+        self._arrived(request)
+        if isinstance(exception, IgnoreRequest):
             return
         logger.warning(
             "robots.txt of %s could not be fetched (%s: %s): crawling as if it allowed everything",
