@@ -27,26 +27,27 @@ import contextlib
 import json
 import logging
 import re
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 from urllib.parse import quote
 
 from pydantic import ValidationError
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
-from starlette.requests import ClientDisconnect, Request
+from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from framework_ingest import events, retention
 from framework_ingest.auth import BearerAuth
+from framework_ingest.bodies import check_media_type, idempotency_key, parsed, read_body
 from framework_ingest.db import Backend, open_backend, utcnow
 from framework_ingest.errors import BackendUnavailable, ClientGone
-from framework_ingest.limits import DEFAULT_MAX_ITEM_BYTES, DEFAULT_TIMEOUT_BODY
-from framework_ingest.models import CONSUMER_NAME_PATTERN, IDEMPOTENCY_KEY_PATTERN, CursorIn
+from framework_ingest.limits import BodyLimits
+from framework_ingest.models import CONSUMER_NAME_PATTERN, CursorIn
 from framework_ingest.openapi import build_openapi
 from framework_ingest.problems import PROBLEM_MEDIA_TYPE, ProblemError, problem
 from framework_ingest.signing import DEFAULT_SKEW, HEADER, SignatureVerifier
@@ -64,18 +65,13 @@ from framework_ingest.validate import (
 
 log = logging.getLogger("framework_ingest")
 
-T = TypeVar("T")
 
-DEFAULT_MAX_BATCH = 500
-DEFAULT_MAX_BODY = 16 * 1024 * 1024
-DEFAULT_MAX_ITEM = DEFAULT_MAX_ITEM_BYTES
 RETRY_AFTER_SECONDS = 1
 DEFAULT_POLL_INTERVAL = 0.25  # how often an idle event stream looks for new events
 KEEPALIVE_SECONDS = 15.0  # an SSE comment line so proxies keep an idle stream open
 MAX_KEY_LENGTH = 601  # the longest dedupe key a write accepts (models.DedupeKey)
 # Bodies up to this size are parsed on the event loop: well under a millisecond, less
 # than the hand-over to a worker thread, which single-item throughput would pay.
-INLINE_PARSE_BYTES = 64 * 1024
 _MAX_SEQ = 2**63 - 1
 
 
@@ -84,18 +80,9 @@ class IngestConfig:
     store: IngestStore
     auth: BearerAuth
     signatures: SignatureVerifier
-    max_batch: int
-    max_body: int
+    bodies: BodyLimits
     openapi: dict[str, Any]
     poll_interval: float = DEFAULT_POLL_INTERVAL
-    body_timeout: float = DEFAULT_TIMEOUT_BODY
-    max_item: int = DEFAULT_MAX_ITEM
-
-    @property
-    def max_record_body(self) -> int:
-        """The cap of a body that carries one record: an item is never bigger alone
-        than it may be inside a batch."""
-        return min(self.max_item, self.max_body)
 
 
 def _config(request: Request) -> IngestConfig:
@@ -111,80 +98,12 @@ def problem_response(
     )
 
 
-async def _read_body(request: Request, limit: int, timeout: float) -> bytes:
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise ProblemError(413, "too-large", f"the body is larger than {limit} bytes")
-    chunks: list[bytes] = []
-    size = 0
-    try:
-        async with asyncio.timeout(timeout):
-            async for chunk in request.stream():
-                size += len(chunk)
-                if size > limit:  # chunked bodies carry no length up front
-                    raise ProblemError(413, "too-large", f"the body is larger than {limit} bytes")
-                chunks.append(chunk)
-    except TimeoutError:
-        log.info(
-            "%s %s: body not complete after %gs (%d of %s bytes); answered 408",
-            request.method,
-            request.url.path,
-            timeout,
-            size,
-            declared or "?",
-        )
-        raise ProblemError(
-            408,
-            "request-timeout",
-            f"the body did not arrive within {timeout:g} seconds",
-            headers={"Connection": "close"},
-        ) from None
-    except ClientDisconnect:
-        log.info(
-            "%s %s: client went away mid-body (%d of %s bytes)",
-            request.method,
-            request.url.path,
-            size,
-            declared or "?",
-        )
-        raise ClientGone from None
-    return b"".join(chunks)
-
-
-_IDEMPOTENCY_KEY = re.compile(IDEMPOTENCY_KEY_PATTERN)
-
-
-def _check_media_type(request: Request) -> None:
-    """A write's body must be JSON: ``application/json`` or ``application/<x>+json``
-    (parameters allowed; a charset other than UTF-8 is refused). No Content-Type at all
-    is read as JSON, as RFC 9110 leaves that to the recipient."""
-    declared = request.headers.get("content-type")
-    if declared is None:
-        return
-    media, _, params = declared.partition(";")
-    media = media.strip().lower()
-    charset = ""
-    for param in params.split(";"):
-        name, _, value = param.strip().partition("=")
-        if name.strip().lower() == "charset":
-            charset = value.strip().strip('"').lower()
-    json_type = media == "application/json" or (
-        media.startswith("application/") and media.endswith("+json")
-    )
-    if not json_type or charset not in ("", "utf-8", "utf8"):
-        raise ProblemError(
-            415,
-            "unsupported-media-type",
-            "send the body as 'Content-Type: application/json' (UTF-8)",
-        )
-
-
 async def _write_body(request: Request, config: IngestConfig, limit: int) -> bytes:
     """The checks every write runs before its body is parsed, in the documented order;
     ``limit``: the route's cap on the body, in bytes."""
     config.auth.check(request.headers.get("authorization"))
-    _check_media_type(request)
-    body = await _read_body(request, limit, config.body_timeout)
+    check_media_type(request)
+    body = await read_body(request, limit, config.bodies.timeout)
     if config.signatures.enabled:
         signatures, until = config.signatures.verify(request.headers.get(HEADER), body)
         fresh = await run_in_threadpool(config.store.remember_signatures, signatures, until)
@@ -198,20 +117,6 @@ async def _write_body(request: Request, config: IngestConfig, limit: int) -> byt
     return body
 
 
-def _idempotency_key(request: Request) -> str | None:
-    key = request.headers.get("idempotency-key")
-    if key is None:
-        return None
-    if len(key) > 255 or _IDEMPOTENCY_KEY.fullmatch(key) is None:
-        raise ProblemError(
-            422,
-            "validation",
-            "Idempotency-Key: 1 to 255 printable ASCII characters without spaces",
-            [{"field": "Idempotency-Key", "message": "1 to 255 printable ASCII characters"}],
-        )
-    return key
-
-
 def _prepare_one(body: bytes, idempotency_key: str | None) -> Prepared | ItemInvalid:
     try:
         return prepare(parse_json(body), idempotency_key=idempotency_key)
@@ -219,18 +124,11 @@ def _prepare_one(body: bytes, idempotency_key: str | None) -> Prepared | ItemInv
         return exc
 
 
-async def _parsed(body: bytes, work: Callable[..., T], *args: Any) -> T:
-    """``work(*args)``, which parses ``body``: in a worker thread unless the body is small."""
-    if len(body) <= INLINE_PARSE_BYTES:
-        return work(*args)
-    return await run_in_threadpool(work, *args)
-
-
 async def post_item(request: Request) -> Response:
     config = _config(request)
-    body = await _write_body(request, config, config.max_record_body)
-    idempotency_key = _idempotency_key(request)
-    prepared = await _parsed(body, _prepare_one, body, idempotency_key)
+    body = await _write_body(request, config, config.bodies.max_record_body)
+    key = idempotency_key(request)
+    prepared = await parsed(body, _prepare_one, body, key)
     if isinstance(prepared, ItemInvalid):
         return problem_response(prepared.problem)
     outcome = await run_in_threadpool(config.store.put, prepared)
@@ -264,8 +162,9 @@ def _prepare_batch(body: bytes, max_batch: int, max_item: int) -> list[Prepared 
 
 async def post_batch(request: Request) -> Response:
     config = _config(request)
-    body = await _write_body(request, config, config.max_body)
-    entries = await _parsed(body, _prepare_batch, body, config.max_batch, config.max_item)
+    limits = config.bodies
+    body = await _write_body(request, config, limits.max_body)
+    entries = await parsed(body, _prepare_batch, body, limits.max_batch, limits.max_item)
     results = await run_in_threadpool(config.store.put_batch, entries)
     return JSONResponse({"results": results})
 
@@ -405,10 +304,10 @@ def _parse_cursor(body: bytes) -> Any:
 
 async def put_cursor(request: Request) -> Response:
     config = _config(request)
-    body = await _write_body(request, config, config.max_record_body)
+    body = await _write_body(request, config, config.bodies.max_record_body)
     name = _consumer_name(request, 422)
     try:
-        cursor_in = CursorIn.model_validate(await _parsed(body, _parse_cursor, body))
+        cursor_in = CursorIn.model_validate(await parsed(body, _parse_cursor, body))
     except ValidationError as exc:
         errors = [
             {"field": ".".join(str(p) for p in e["loc"]), "message": e["msg"]}
@@ -500,19 +399,19 @@ async def _on_error(request: Request, exc: Exception) -> Response:
     return problem_response(problem(500, "internal", "see the server log"))
 
 
+DEFAULT_BODIES = BodyLimits()
+
+
 def create_app(
     db_url: str | None = None,
     *,
     backend: Backend | None = None,
     token: str | None = None,
-    max_batch: int = DEFAULT_MAX_BATCH,
-    max_body: int = DEFAULT_MAX_BODY,
-    max_item: int = DEFAULT_MAX_ITEM,
+    bodies: BodyLimits = DEFAULT_BODIES,
     in_flight_timeout: float = 60.0,
     signing_secrets: Sequence[str] = (),
     signature_skew: float = DEFAULT_SKEW,
     poll_interval: float = DEFAULT_POLL_INTERVAL,
-    body_timeout: float = DEFAULT_TIMEOUT_BODY,
     purge_every: float | None = None,
     retention_policy: retention.RetentionPolicy | None = None,
     purge_batch: int = 1000,
@@ -522,9 +421,7 @@ def create_app(
     A backend opened here is closed when the app shuts down; a given one is not.
     ``signing_secrets`` turns on signature checks on writes (several: a rotation);
     ``purge_every`` (seconds) runs retention with ``retention_policy`` in the background;
-    ``body_timeout`` (seconds) bounds how long a request body may take to arrive;
-    ``max_item`` (bytes) the body of a write that carries one record, and each batch
-    element (``max_body`` bounds a batch's whole body).
+    ``bodies``: what a write's body may be (:class:`~framework_ingest.limits.BodyLimits`).
     """
     if backend is not None and db_url is None:
         store_backend, owned = backend, False
@@ -602,17 +499,10 @@ def create_app(
         store=store,
         auth=BearerAuth(token),
         signatures=SignatureVerifier(signing_secrets, skew=signature_skew),
-        max_batch=max_batch,
-        max_body=max_body,
-        max_item=max_item,
+        bodies=bodies,
         openapi=build_openapi(
-            max_batch=max_batch,
-            max_body=max_body,
-            max_item=max_item,
-            auth=token is not None,
-            signed=bool([s for s in signing_secrets if s]),
+            bodies, auth=token is not None, signed=bool([s for s in signing_secrets if s])
         ),
         poll_interval=poll_interval,
-        body_timeout=body_timeout,
     )
     return app

@@ -26,10 +26,13 @@ from framework_ingest.db import Backend, open_backend
 from framework_ingest.errors import IngestConfigError, StaleClaim
 from framework_ingest.limits import (
     DEFAULT_LIMIT_CONCURRENCY,
+    DEFAULT_MAX_BATCH,
+    DEFAULT_MAX_BODY,
     DEFAULT_MAX_ITEM_BYTES,
     DEFAULT_TIMEOUT_BODY,
     DEFAULT_TIMEOUT_HEADER,
     DEFAULT_TIMEOUT_KEEP_ALIVE,
+    BodyLimits,
     ServerLimits,
 )
 from framework_ingest.retention import DAY, RetentionPolicy
@@ -163,8 +166,8 @@ def _shown(
     metavar="NAME",
     help="Require 'Authorization: Bearer <token>', the token read from $NAME",
 )
-@_shown("--max-batch", 500, _POSITIVE)
-@_shown("--max-body", 16 * 1024 * 1024, _POSITIVE)
+@_shown("--max-batch", DEFAULT_MAX_BATCH, _POSITIVE)
+@_shown("--max-body", DEFAULT_MAX_BODY, _POSITIVE)
 @_shown("--max-item-bytes", DEFAULT_MAX_ITEM_BYTES, _POSITIVE)
 @_shown("--access-log/--no-access-log", True)
 @_shown("--signature-skew", 300.0, click.FloatRange(1))
@@ -226,15 +229,12 @@ def serve(
     app = create_app(
         db_url,
         token=token,
-        max_batch=max_batch,
-        max_body=max_body,
-        max_item=max_item_bytes,
+        bodies=BodyLimits(max_batch, max_body, max_item_bytes, timeout_body),
         signing_secrets=secrets,
         signature_skew=signature_skew,
         purge_every=purge_every or None,
         retention_policy=_policy(history_age, idempotency_age, event_age, done_age),
         purge_batch=purge_batch,
-        body_timeout=timeout_body,
     )
     try:
         sock = bind(host, port)
@@ -263,8 +263,8 @@ def serve(
 
 
 @ingest.command()
-@click.option("--max-batch", default=500, show_default=True, type=click.IntRange(1))
-@click.option("--max-body", default=16 * 1024 * 1024, show_default=True, type=click.IntRange(1))
+@click.option("--max-batch", default=DEFAULT_MAX_BATCH, show_default=True, type=click.IntRange(1))
+@click.option("--max-body", default=DEFAULT_MAX_BODY, show_default=True, type=click.IntRange(1))
 @click.option("--max-item-bytes", default=DEFAULT_MAX_ITEM_BYTES, show_default=True, type=_POSITIVE)
 @_shown("--auth/--no-auth", False)
 @_shown("--signed/--no-signed", False)
@@ -275,11 +275,7 @@ def openapi(max_batch: int, max_body: int, max_item_bytes: int, auth: bool, sign
     click.echo(
         json.dumps(
             build_openapi(
-                max_batch=max_batch,
-                max_body=max_body,
-                max_item=max_item_bytes,
-                auth=auth,
-                signed=signed,
+                BodyLimits(max_batch, max_body, max_item_bytes), auth=auth, signed=signed
             ),
             indent=2,
             ensure_ascii=False,

@@ -20,6 +20,8 @@ MAX_AUTO_CONNECTIONS = 1024
 # its envelope (keys, hash, URL) and its JSON escapes. A batch's body has its own,
 # larger cap (``--max-body``).
 DEFAULT_MAX_ITEM_BYTES = 2 * 1024 * 1024
+DEFAULT_MAX_BATCH = 500  # items in one batch
+DEFAULT_MAX_BODY = 16 * 1024 * 1024  # bytes of a batch's whole body
 
 
 def auto_connection_limit() -> int:
@@ -44,3 +46,21 @@ class ServerLimits:
 
     def connections(self) -> int:
         return self.limit_connections or auto_connection_limit()
+
+
+@dataclass(frozen=True)
+class BodyLimits:
+    """What a write's body may be: a batch's items and bytes, the bytes of one record
+    (an item, a consumer cursor, each batch element), and the seconds the body may take
+    to arrive after the request's head."""
+
+    max_batch: int = DEFAULT_MAX_BATCH
+    max_body: int = DEFAULT_MAX_BODY
+    max_item: int = DEFAULT_MAX_ITEM_BYTES
+    timeout: float = DEFAULT_TIMEOUT_BODY
+
+    @property
+    def max_record_body(self) -> int:
+        """The cap of a body that carries one record: an item is never bigger alone
+        than it may be inside a batch."""
+        return min(self.max_item, self.max_body)

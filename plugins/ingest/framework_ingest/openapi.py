@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic.json_schema import models_json_schema
 
-from framework_ingest.limits import DEFAULT_MAX_ITEM_BYTES
+from framework_ingest.limits import BodyLimits
 from framework_ingest.models import (
     CONSUMER_NAME_PATTERN,
     IDEMPOTENCY_KEY_PATTERN,
@@ -97,17 +97,15 @@ def _query_seq(name: str, description: str, maximum: int | None = None) -> dict[
     }
 
 
+DEFAULT_BODIES = BodyLimits()
+
+
 def build_openapi(
-    *,
-    max_batch: int,
-    max_body: int,
-    auth: bool,
-    signed: bool = False,
-    max_item: int = DEFAULT_MAX_ITEM_BYTES,
+    bodies: BodyLimits = DEFAULT_BODIES, *, auth: bool, signed: bool = False
 ) -> dict[str, Any]:
-    """The document for an app with these limits (``auth``: whether a token is required;
-    ``signed``: whether writes must carry ``X-Framework-Signature``; ``max_item``: the
-    cap of a one-record body and of a batch element)."""
+    """The document for an app with these body limits (``auth``: whether a token is
+    required; ``signed``: whether writes must carry ``X-Framework-Signature``)."""
+    max_batch, max_body = bodies.max_batch, bodies.max_body
     _, defs = models_json_schema(
         [
             (m, "validation" if m in (ItemIn, BatchItemIn, CursorIn) else "serialization")
@@ -152,7 +150,7 @@ def build_openapi(
                 }
             },
         )
-    max_record = min(max_item, max_body)
+    max_record = bodies.max_record_body
     write_errors = {
         "400": _problem("Malformed JSON"),
         **write_guarded,

@@ -28,7 +28,7 @@ from framework_ingest.app import create_app
 from framework_ingest.cli import beyond_loopback
 from framework_ingest.db import open_backend
 from framework_ingest.errors import IngestConfigError
-from framework_ingest.limits import ServerLimits
+from framework_ingest.limits import BodyLimits, ServerLimits
 from framework_ingest.serve import BackgroundServer
 from framework_ingest.validate import MAX_DEPTH, ItemInvalid
 
@@ -165,7 +165,7 @@ def test_a_trickled_head_does_not_move_its_deadline(
 def test_a_half_sent_body_is_answered_408_and_closed(
     guarded_server: Callable[..., BackgroundServer],
 ) -> None:
-    s = guarded_server(ServerLimits(), body_timeout=0.5)
+    s = guarded_server(ServerLimits(), bodies=BodyLimits(timeout=0.5))
     body = json.dumps(make_item("1")).encode()
     sock = connect(s)
     sock.sendall(head("/v1/items", len(body)) + body[:10])
@@ -231,7 +231,7 @@ def test_idle_connections_beyond_the_limit_close_the_oldest(
 def test_a_new_connection_is_answered_503_when_every_slot_is_busy(
     guarded_server: Callable[..., BackgroundServer],
 ) -> None:
-    s = guarded_server(ServerLimits(limit_connections=2), body_timeout=30)
+    s = guarded_server(ServerLimits(limit_connections=2), bodies=BodyLimits(timeout=30))
     busy = []
     for _ in range(2):  # inside a request (their bodies never finish): not evictable
         sock = connect(s)
@@ -251,7 +251,7 @@ def test_a_new_connection_is_answered_503_when_every_slot_is_busy(
 def test_requests_beyond_limit_concurrency_answer_503(
     guarded_server: Callable[..., BackgroundServer],
 ) -> None:
-    s = guarded_server(ServerLimits(limit_concurrency=2), body_timeout=30)
+    s = guarded_server(ServerLimits(limit_concurrency=2), bodies=BodyLimits(timeout=30))
     busy = []
     for _ in range(2):
         sock = connect(s)

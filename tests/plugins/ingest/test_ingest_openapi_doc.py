@@ -7,7 +7,6 @@ import re
 from collections.abc import Callable
 
 import requests
-from framework_ingest.app import DEFAULT_MAX_BATCH, DEFAULT_MAX_BODY
 from framework_ingest.openapi import build_openapi
 
 from tests.fixtures.ingest import IngestServer
@@ -34,9 +33,7 @@ def test_docs_copy_matches_what_the_server_serves(ingest_server: IngestServer) -
 
 
 def test_docs_copy_matches_the_default_build() -> None:
-    assert _documented() == build_openapi(
-        max_batch=DEFAULT_MAX_BATCH, max_body=DEFAULT_MAX_BODY, auth=False
-    )
+    assert _documented() == build_openapi(auth=False)
 
 
 def test_a_token_server_describes_its_security(
