@@ -29,13 +29,13 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from framework.demo.site import DemoSite
 from framework.demo.tour import SPEC_PORT
+from tests.fixtures.wait import wait_for
 
 REPO = Path(__file__).resolve().parents[3]
 JOB = "demo"
@@ -54,14 +54,10 @@ class Failed(Exception):
 
 
 def _wait(what: str, condition: Callable[[], Any], within: float = 120) -> Any:
-    deadline = time.monotonic() + within
-    while True:
-        found = condition()
-        if found:
-            return found
-        if time.monotonic() > deadline:
-            raise Failed(f"not within {within:.0f} s: {what}")
-        time.sleep(0.1)
+    try:
+        return wait_for(condition, within, what)
+    except AssertionError as exc:  # the script's one-line failure, not a traceback
+        raise Failed(str(exc)) from None
 
 
 def _framework(folder: Path, *args: str, ok: Sequence[int] = (0,)) -> None:
