@@ -15,7 +15,7 @@ from tests.extract.value_table import ROWS
 
 CTX = ConvertContext(date_format=None, absolute=False)
 CODES = _CODES.split("|")
-SIGNS = list(_SIGNS.encode().decode("unicode_escape"))
+SIGNS = list(_SIGNS)
 
 
 def _outcome(read: Callable[[str], Any], text: str) -> tuple[str, object]:
