@@ -46,7 +46,7 @@ from framework_ingest.auth import BearerAuth
 from framework_ingest.bodies import check_media_type, idempotency_key, parsed, read_body
 from framework_ingest.db import Backend, open_backend, utcnow
 from framework_ingest.errors import BackendUnavailable, ClientGone
-from framework_ingest.limits import BodyLimits
+from framework_ingest.limits import DEFAULT_BODIES, BodyLimits
 from framework_ingest.models import CONSUMER_NAME_PATTERN, CursorIn
 from framework_ingest.openapi import build_openapi
 from framework_ingest.problems import PROBLEM_MEDIA_TYPE, ProblemError, problem
@@ -397,9 +397,6 @@ async def _on_unavailable(request: Request, exc: Exception) -> Response:
 
 async def _on_error(request: Request, exc: Exception) -> Response:
     return problem_response(problem(500, "internal", "see the server log"))
-
-
-DEFAULT_BODIES = BodyLimits()
 
 
 def create_app(

@@ -64,3 +64,7 @@ class BodyLimits:
         """The cap of a body that carries one record: an item is never bigger alone
         than it may be inside a batch."""
         return min(self.max_item, self.max_body)
+
+
+#: The door's body limits when none are given (``framework ingest serve``'s defaults).
+DEFAULT_BODIES = BodyLimits()

@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic.json_schema import models_json_schema
 
-from framework_ingest.limits import BodyLimits
+from framework_ingest.limits import DEFAULT_BODIES, BodyLimits
 from framework_ingest.models import (
     CONSUMER_NAME_PATTERN,
     IDEMPOTENCY_KEY_PATTERN,
@@ -95,9 +95,6 @@ def _query_seq(name: str, description: str, maximum: int | None = None) -> dict[
         "description": description,
         "schema": schema,
     }
-
-
-DEFAULT_BODIES = BodyLimits()
 
 
 def build_openapi(
