@@ -120,6 +120,11 @@ class Claimer:
                 # pending, exit 3). Those are claimed here, or held by it now.
                 rows = leases.claim(room, max_attempts, first=self.chain_kinds)
                 if not rows and not leases.others_working(max_attempts):
+                    if leases.claim_passed_over(max_attempts):
+                        # a free row another worker's claim holds locked this moment
+                        # (PostgreSQL): leased by its commit, or free again; look again
+                        await self._room_freed(idle)
+                        continue
                     return  # nothing open is left to anyone: the engine closes when idle
                 for row in rows:
                     yield row

@@ -230,6 +230,13 @@ class LeaseSteps:
         kept = self.store._run(work)
         return {rid for rid in self.tokens if rid not in kept}
 
+    def claim_passed_over(self, max_attempts: int) -> bool:
+        """Whether an open row nobody holds is there though the last claim took none:
+        a row another worker's claim has locked at this moment, still free as this
+        worker sees it (PostgreSQL's SKIP LOCKED passes such rows over). SQLite runs
+        one claim at a time, so a claim never passes a free row over there."""
+        return False
+
     def others_working(self, max_attempts: int) -> bool:
         """Whether another live worker holds an open row: it may still discover more, or
         fail and leave rows for this one, so this worker waits instead of finishing."""

@@ -126,6 +126,22 @@ class PgLeases(LeaseSteps):
             self.tokens[row.id] = token
         return [row for row, _ in taken]
 
+    def claim_passed_over(self, max_attempts: int) -> bool:
+        """An open row free to claim though the claim just took none: it was locked by
+        another worker's claim in flight (SKIP LOCKED), whose commit has not leased it
+        yet. A worker that took that for the end finished with the job's first row
+        pending (exit 3) while another worker was claiming it."""
+
+        def work(conn: psycopg.Connection[Any]) -> bool:
+            params = {"max": max_attempts, "now": self._now(conn), "me": self.worker_id}
+            got = conn.execute(
+                f"SELECT 1 FROM rows WHERE {_OPEN} AND {_FREE} LIMIT 1",
+                {**params, "held": sorted(self.tokens)},
+            ).fetchone()
+            return got is not None
+
+        return bool(self.store._run(work))
+
     def claim_ids(self, ids: Sequence[int]) -> set[int]:
         """Lease those rows (just discovered by this worker) where still free; return the
         ids it got (another worker may have claimed some in between)."""

@@ -873,6 +873,34 @@ def test_pg_leases_expire_by_the_database_clock(pg: Backend) -> None:
 
 
 @pytest.mark.pg
+def test_pg_a_row_another_claim_has_locked_is_not_the_end(pg: Backend) -> None:
+    """A claim passes over a row another worker's claim has locked (SKIP LOCKED), and
+    until that claim commits nobody holds the row: the worker is told it was passed
+    over, so that it looks again instead of finishing with the row pending."""
+    import psycopg
+
+    (row,) = pg.open().seed([NewRow("list", "http://h/start")])
+    worker = pg.leases(pg.open())
+    with psycopg.connect(pg.where) as other:  # another worker's claim, in flight
+        other.execute("SELECT id FROM rows WHERE id = %s FOR UPDATE", (row.id,))
+        assert worker.claim(10, 3) == []
+        assert not worker.others_working(3)
+        assert worker.claim_passed_over(3)
+        other.rollback()  # its claim gave the row up (or leased it: others_working)
+    assert [r.id for r in worker.claim(10, 3)] == [row.id]
+    assert not worker.claim_passed_over(3)  # held now: by this worker
+
+
+def test_rows_held_by_a_claim_are_not_passed_over(backend: Backend) -> None:
+    seed_ten(backend.open())
+    a, b = backend.leases(backend.open()), backend.leases(backend.open())
+    assert len(a.claim(10, 3)) == 10
+    assert b.claim(10, 3) == []
+    assert b.others_working(3)  # held by a: b waits for a, nothing was passed over
+    assert not b.claim_passed_over(3)
+
+
+@pytest.mark.pg
 def test_pg_an_item_key_inserted_by_two_commits_at_once(pg: Backend) -> None:
     """Two workers store the same new item at the same moment: the commit that loses
     the race runs again and finds the item (one item, nothing lost, no error)."""
